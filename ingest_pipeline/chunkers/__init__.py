@@ -1,0 +1,1 @@
+"""Built-in chunkers, one module per format. Importing this package imports no parser."""

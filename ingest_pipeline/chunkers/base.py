@@ -1,0 +1,45 @@
+"""A base class for chunkers: identity attributes and a pydantic configuration."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from ingest_pipeline.contract import PageChunks, PageOutput
+
+
+class ChunkerConfig(BaseModel):
+    """A chunker's configuration; its JSON form hashes to the chunker's config hash."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BaseChunker(ABC):
+    """Subclasses set ``id``, ``version``, ``summary`` (and ``Config`` if configurable)."""
+
+    id: ClassVar[str]
+    version: ClassVar[int]
+    summary: ClassVar[str] = ""
+    media_types: ClassVar[frozenset[str] | None] = None
+    builtin: ClassVar[bool] = False
+    fallback: ClassVar[bool] = False
+    opt_in: ClassVar[bool] = False
+    Config: ClassVar[type[ChunkerConfig]] = ChunkerConfig
+
+    def __init__(self, config: ChunkerConfig | Mapping[str, Any] | None = None) -> None:
+        if isinstance(config, ChunkerConfig):
+            self.config = self.Config.model_validate(config.model_dump())
+        else:
+            self.config = self.Config.model_validate(dict(config or {}))
+
+    @abstractmethod
+    def chunk(
+        self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]
+    ) -> tuple[PageChunks, ...]:
+        """Answer for the pages this chunker claims; () disclaims the document."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.id}@{self.version}>"

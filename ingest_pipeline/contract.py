@@ -1,0 +1,279 @@
+"""The chunker contract: page outputs from readers, pieces from chunkers, and boxes.
+
+Everything here is plain data with validation at construction, so an invalid piece
+can never reach the chunk map.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+BBox = tuple[float, float, float, float]
+PageStatus = Literal["read", "blank", "failed", "unreadable"]
+PAGE_STATUSES: frozenset[str] = frozenset({"read", "blank", "failed", "unreadable"})
+BBOX_REASONS: frozenset[str] = frozenset({"no_geometry", "hidden", "unresolved"})
+
+
+class ContractError(ValueError):
+    """A value that breaks the chunker contract."""
+
+
+def validate_bbox(bbox: Sequence[float]) -> BBox:
+    """Return ``bbox`` as a tuple if it is a normalized box, else raise ContractError.
+
+    A box is ``(x0, y0, x1, y1)`` in [0, 1], origin top-left of the displayed page,
+    with ``x0 < x1`` and ``y0 < y1``.
+    """
+    try:
+        x0, y0, x1, y1 = (float(v) for v in bbox)
+    except (TypeError, ValueError) as exc:
+        raise ContractError(f"bbox must be four numbers, got {bbox!r}") from exc
+    for v in (x0, y0, x1, y1):
+        if not math.isfinite(v) or v < 0.0 or v > 1.0:
+            raise ContractError(f"bbox coordinates must lie in [0, 1], got {bbox!r}")
+    if not (x0 < x1 and y0 < y1):
+        raise ContractError(f"bbox needs x0 < x1 and y0 < y1, got {bbox!r}")
+    return (x0, y0, x1, y1)
+
+
+def normalize_box(
+    box: Sequence[float], width: float, height: float
+) -> BBox | None:
+    """Scale a box given in a ``width`` x ``height`` space to [0, 1], clamped.
+
+    Returns None when the clamped box is degenerate (zero width or height).
+    """
+    if width <= 0 or height <= 0:
+        return None
+    x0, y0, x1, y1 = (float(v) for v in box)
+    x0, x1 = sorted((x0, x1))
+    y0, y1 = sorted((y0, y1))
+    nx0, nx1 = max(0.0, x0 / width), min(1.0, x1 / width)
+    ny0, ny1 = max(0.0, y0 / height), min(1.0, y1 / height)
+    if not (nx0 < nx1 and ny0 < ny1):
+        return None
+    return validate_bbox((nx0, ny0, nx1, ny1))
+
+
+@dataclass(frozen=True)
+class LocatedLine:
+    """A line of text a reader located on a page, in the reader's own coordinate space.
+
+    ``box`` is ``(x0, y0, x1, y1)`` with origin top-left in a ``space`` of
+    ``(width, height)`` units (pixels of an OCR image, for instance); ``(1, 1)`` means
+    the box is already normalized.
+    """
+
+    text: str
+    box: tuple[float, float, float, float]
+    space: tuple[float, float] = (1.0, 1.0)
+    confidence: float | None = None
+
+    def bbox(self) -> BBox | None:
+        """The normalized box, or None when it is degenerate."""
+        return normalize_box(self.box, *self.space)
+
+
+@dataclass(frozen=True)
+class PageOutput:
+    """What a reader says about one page (1-based) of a document.
+
+    ``text`` is the page text when ``status`` is ``read``, ``""`` when ``blank``, and
+    None when ``failed`` or ``unreadable`` (then ``reason`` says why). ``lines`` lives
+    in process only: :meth:`to_row` leaves it out.
+    """
+
+    page: int
+    status: PageStatus
+    reader: str
+    text: str | None = None
+    reason: str | None = None
+    width: float | None = None
+    height: float | None = None
+    lines: tuple[LocatedLine, ...] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.page < 1:
+            raise ContractError(f"pages are numbered from 1, got {self.page}")
+        if self.status not in PAGE_STATUSES:
+            raise ContractError(f"unknown page status {self.status!r}")
+        if self.status == "read" and not (self.text and self.text.strip()) and not self.lines:
+            raise ContractError("a read page needs text; an empty page is 'blank'")
+        if self.status == "blank" and self.text not in ("", None):
+            if self.text.strip():
+                raise ContractError("a blank page has no text")
+        if self.status in ("failed", "unreadable") and not self.reason:
+            raise ContractError(f"a {self.status} page needs a reason")
+
+    @property
+    def readable(self) -> bool:
+        return self.status in ("read", "blank")
+
+    def to_row(self) -> dict[str, Any]:
+        """The exported form of the page: every field but ``lines``."""
+        return {
+            "page": self.page,
+            "status": self.status,
+            "reason": self.reason,
+            "reader": self.reader,
+            "width": self.width,
+            "height": self.height,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
+class TableCell:
+    """One cell of a table grid (0-based row and column of its top-left corner)."""
+
+    row: int
+    col: int
+    text: str
+    row_span: int = 1
+    col_span: int = 1
+    bbox: BBox | None = None
+    header: bool = False
+
+    def __post_init__(self) -> None:
+        if self.row < 0 or self.col < 0 or self.row_span < 1 or self.col_span < 1:
+            raise ContractError(f"bad cell position or span: {self!r}")
+        if self.bbox is not None:
+            object.__setattr__(self, "bbox", validate_bbox(self.bbox))
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    rows: int
+    cols: int
+    cells: tuple[TableCell, ...]
+    header_rows: int = 0
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a text piece sits in its page: a role and, for tables, the cell grid."""
+
+    role: str
+    table: TableLayout | None = None
+
+    def to_json(self) -> str:
+        data: dict[str, Any] = {"role": self.role}
+        if self.table is not None:
+            data["table"] = {
+                "rows": self.table.rows,
+                "cols": self.table.cols,
+                "header_rows": self.table.header_rows,
+                "cells": [
+                    {
+                        "row": c.row,
+                        "col": c.col,
+                        "text": c.text,
+                        "row_span": c.row_span,
+                        "col_span": c.col_span,
+                        "bbox": list(c.bbox) if c.bbox else None,
+                        "header": c.header,
+                    }
+                    for c in self.table.cells
+                ],
+            }
+        return json.dumps(data, ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: str | None) -> Layout | None:
+        if not raw:
+            return None
+        data = json.loads(raw)
+        table = data.get("table")
+        return cls(
+            role=data["role"],
+            table=None
+            if table is None
+            else TableLayout(
+                rows=table["rows"],
+                cols=table["cols"],
+                header_rows=table.get("header_rows", 0),
+                cells=tuple(
+                    TableCell(
+                        row=c["row"],
+                        col=c["col"],
+                        text=c["text"],
+                        row_span=c.get("row_span", 1),
+                        col_span=c.get("col_span", 1),
+                        bbox=tuple(c["bbox"]) if c.get("bbox") else None,
+                        header=c.get("header", False),
+                    )
+                    for c in table["cells"]
+                ),
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class ChunkPiece:
+    """One piece a chunker cut from a page: text xor image; a bbox xor a bbox_reason.
+
+    ``embed_text`` is what the embedder sees when it differs from ``text`` (a heading
+    path prefix, say); ``meta`` holds JSON-serializable extras (line ranges, flags).
+    """
+
+    text: str | None = None
+    image: bytes | None = None
+    bbox: BBox | None = None
+    bbox_reason: str | None = None
+    layout: Layout | None = None
+    header_path: tuple[str, ...] = ()
+    content_type: str | None = None
+    embed_text: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        has_text = bool(self.text)
+        has_image = bool(self.image)
+        if has_text == has_image:
+            raise ContractError("a piece has exactly one of non-empty text or image")
+        if self.bbox is None and self.bbox_reason is None:
+            raise ContractError("a piece without a bbox needs a bbox_reason")
+        if self.bbox is not None and self.bbox_reason is not None:
+            raise ContractError("a piece has a bbox or a bbox_reason, not both")
+        if self.bbox_reason is not None and self.bbox_reason not in BBOX_REASONS:
+            raise ContractError(
+                f"bbox_reason must be one of {sorted(BBOX_REASONS)}, got {self.bbox_reason!r}"
+            )
+        if self.bbox is not None:
+            object.__setattr__(self, "bbox", validate_bbox(self.bbox))
+        if self.layout is not None and has_image:
+            raise ContractError("only text pieces carry a layout")
+
+    @property
+    def is_image(self) -> bool:
+        return self.image is not None
+
+
+@dataclass(frozen=True)
+class PageChunks:
+    """A chunker's answer for one page: its pieces in reading order."""
+
+    page: int
+    pieces: tuple[ChunkPiece, ...]
+
+    def __post_init__(self) -> None:
+        if self.page < 1:
+            raise ContractError(f"pages are numbered from 1, got {self.page}")
+        object.__setattr__(self, "pieces", tuple(self.pieces))
+
+
+@runtime_checkable
+class Chunker(Protocol):
+    """What the registry needs of a chunker. ``builtin``, ``fallback``, ``opt_in``,
+    ``media_types`` and ``summary`` are optional and read with getattr."""
+
+    id: str
+    version: int
+
+    def chunk(
+        self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]
+    ) -> tuple[PageChunks, ...]: ...

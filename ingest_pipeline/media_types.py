@@ -1,0 +1,98 @@
+"""Media type detection from a file's bytes, with its name as a tie-breaker."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import PurePosixPath
+
+PDF = "application/pdf"
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+XLSM = "application/vnd.ms-excel.sheet.macroEnabled.12"
+CSV = "text/csv"
+TSV = "text/tab-separated-values"
+MARKDOWN = "text/markdown"
+TEXT = "text/plain"
+PNG = "image/png"
+JPEG = "image/jpeg"
+TIFF = "image/tiff"
+OLE2 = "application/x-ole-storage"
+ZIP = "application/zip"
+UNKNOWN = "application/octet-stream"
+
+_BY_SUFFIX = {
+    ".pdf": PDF,
+    ".docx": DOCX,
+    ".pptx": PPTX,
+    ".xlsx": XLSX,
+    ".xlsm": XLSM,
+    ".csv": CSV,
+    ".tsv": TSV,
+    ".tab": TSV,
+    ".md": MARKDOWN,
+    ".markdown": MARKDOWN,
+    ".txt": TEXT,
+    ".text": TEXT,
+    ".png": PNG,
+    ".jpg": JPEG,
+    ".jpeg": JPEG,
+    ".tif": TIFF,
+    ".tiff": TIFF,
+}
+_OOXML_MAIN = (("word/", DOCX), ("ppt/", PPTX), ("xl/", XLSX))
+PDF_HEADER_WINDOW = 1024  # PDF readers accept junk before %PDF within the first KiB
+
+
+def by_name(name: str) -> str | None:
+    return _BY_SUFFIX.get(PurePosixPath(name).suffix.lower())
+
+
+def detect(content: bytes, name: str = "") -> str:
+    """The media type of ``content``: magic bytes first, the file name second."""
+    named = by_name(name)
+    head = content[:PDF_HEADER_WINDOW]
+    if b"%PDF-" in head:
+        return PDF
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return PNG
+    if head.startswith(b"\xff\xd8\xff"):
+        return JPEG
+    if head[:4] in (b"II*\x00", b"MM\x00*"):
+        return TIFF
+    if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
+        return OLE2  # legacy Office or an encrypted OOXML package
+    if head.startswith(b"PK\x03\x04"):
+        return _zip_kind(content, named)
+    if not content:
+        return named or UNKNOWN
+    if _looks_textual(head):
+        if named in (CSV, TSV, MARKDOWN, TEXT):
+            return named
+        return TEXT
+    return named if named in (PDF,) else UNKNOWN
+
+
+def _zip_kind(content: bytes, named: str | None) -> str:
+    try:
+        with zipfile.ZipFile(io.BytesIO(content)) as zf:
+            names = zf.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        # A damaged package: trust an OOXML name so the reader reports the damage.
+        return named if named in (DOCX, PPTX, XLSX, XLSM) else ZIP
+    for prefix, media in _OOXML_MAIN:
+        if any(n.startswith(prefix) for n in names):
+            if media == XLSX and (named == XLSM or "xl/vbaProject.bin" in names):
+                return XLSM
+            return media
+    return ZIP
+
+
+def _looks_textual(head: bytes) -> bool:
+    if head.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
+        return True
+    if b"\x00" in head:
+        return False
+    control = sum(1 for b in head if b < 9 or 13 < b < 32)
+    return control <= max(1, len(head) // 100)
