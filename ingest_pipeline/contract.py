@@ -277,3 +277,20 @@ class Chunker(Protocol):
     def chunk(
         self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]
     ) -> tuple[PageChunks, ...]: ...
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """One invariant a chunker checked on its own answer for a document.
+
+    A chunker may declare ``check_names`` (a tuple of names) and a method
+    ``check(content, media_type, pages, answer) -> tuple[CheckOutcome, ...]``; its asset
+    then carries one Dagster asset check per name. It may also define
+    ``metrics(answer) -> dict`` whose values become materialization metadata.
+    """
+
+    name: str
+    passed: bool
+    severity: Literal["error", "warn"] = "error"
+    description: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
