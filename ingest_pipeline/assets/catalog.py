@@ -1,0 +1,18 @@
+"""The DuckDB catalog: views over the lake (never the write target of a run)."""
+
+
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+
+from ingest_pipeline.catalog import build_catalog
+from ingest_pipeline.resources import IngestResource
+
+
+@asset(group_name="catalog", kinds={"duckdb"})
+def catalog(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
+    """DuckDB views (sources, pages, page_lines, claims, chunks, embeddings, errors) in catalog.duckdb."""
+    p = ingest.pipeline()
+    counts = build_catalog(p.lake, p.settings.catalog_path)
+    return MaterializeResult(metadata={
+        "path": MetadataValue.path(p.settings.catalog_path),
+        **{f"rows_{view}": MetadataValue.int(n) for view, n in counts.items()},
+    })

@@ -1,0 +1,134 @@
+"""Per-profile assets: the merged chunk map, its embeddings and its LanceDB rows."""
+
+
+import time
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetKey,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
+
+from ingest_pipeline import stages
+from ingest_pipeline.assets.chunks import chunk_asset_key
+from ingest_pipeline.assets.common import BATCH_POLICY, for_each_document, preview_markdown, summary_metadata
+from ingest_pipeline.assets.sources import pages
+from ingest_pipeline.contract import ContractError, validate_bbox
+from ingest_pipeline.partitions import documents_partitions
+from ingest_pipeline.registry import ChunkerRegistry
+from ingest_pipeline.resources import IngestResource
+from ingest_pipeline.settings import Profile
+
+
+def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens: int) -> list:
+    order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
+    map_key = AssetKey(["chunk_map", profile.name])
+    emb_key = AssetKey(["embeddings", profile.name])
+    lance_key = AssetKey(["lancedb", profile.name])
+    refs = ", ".join(i.ref for i in order)
+
+    @asset(
+        key=map_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name="profiles",
+        deps=[pages, *[chunk_asset_key(i) for i in order]], kinds={"parquet"},
+        code_version=f"{stages.STAGE_VERSIONS['chunks']}:{'+'.join(f'{i.ref}:{i.config_hash}' for i in order)}",
+        description=f"Profile '{profile.name}': claims merged per page, first in order wins ({refs}).",
+        metadata={"order": [i.ref for i in order]},
+        check_specs=[AssetCheckSpec(n, asset=map_key) for n in
+                     ("valid_boxes", "unique_chunk_ids", "no_empty_chunks", "within_token_limit")],
+    )
+    def _chunk_map(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
+        p = ingest.pipeline()
+        started = time.perf_counter()
+        outcomes = for_each_document(context, context.partition_keys, lambda doc: stages.guarded(
+            p.lake, f"chunk_map/{profile.name}", doc, context.run_id, stages.build_chunk_map,
+            p.lake, p.registry, profile, p.embedder, doc, context.run_id))
+        rows = []
+        for doc in context.partition_keys:
+            table = p.lake.read("chunks", profile.name, doc)
+            if table is not None:
+                rows.extend(table.drop_columns(["image"]).to_pylist())
+        return MaterializeResult(
+            metadata=summary_metadata(
+                outcomes, started, chunks=len(rows), chunkers_used=sorted({r["chunker"] for r in rows}),
+                preview=preview_markdown(rows)),
+            check_results=chunk_map_checks(rows, max_tokens),
+        )
+
+    @asset(
+        key=emb_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name="profiles",
+        deps=[map_key], kinds={"parquet"}, code_version=str(stages.STAGE_VERSIONS["embeddings"]),
+        description=f"Profile '{profile.name}': a vector per text chunk, through the embedding cache.",
+    )
+    def _embeddings(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
+        p = ingest.pipeline()
+        started = time.perf_counter()
+        outcomes = stages.embed_documents(p.lake, p.embedder, profile, list(context.partition_keys), context.run_id)
+        embedded = sum(int(o.detail.get("embedded", 0) or 0) for o in outcomes)
+        cached = sum(int(o.detail.get("cached", 0) or 0) for o in outcomes)
+        images = sum(int(o.detail.get("images_without_vector", 0) or 0) for o in outcomes)
+        return MaterializeResult(metadata=summary_metadata(
+            outcomes, started, model=p.embedder.model_id, texts_embedded=embedded, texts_from_cache=cached,
+            image_chunks_without_vector=images))
+
+    @asset(
+        key=lance_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name="profiles",
+        deps=[emb_key], kinds={"lancedb"}, pool="lancedb", code_version=str(stages.STAGE_VERSIONS["index"]),
+        description=f"Profile '{profile.name}': the documents' rows in LanceDB table chunks_{profile.name}.",
+        check_specs=[AssetCheckSpec("rows_match_parquet", asset=lance_key)],
+    )
+    def _lancedb(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
+        p = ingest.pipeline()
+        started = time.perf_counter()
+        outcomes = for_each_document(context, context.partition_keys, lambda doc: stages.guarded(
+            p.lake, f"lancedb/{profile.name}", doc, context.run_id, stages.index_document,
+            p.lake, p.index, profile, doc, context.run_id))
+        if any(o.status == "new" for o in outcomes):
+            p.index.refresh_text_index(profile.name)
+        mismatches = []
+        for doc in context.partition_keys:
+            emb = p.lake.read("embeddings", profile.name, doc, columns=["chunk_id"])
+            expected = emb.num_rows if emb is not None else 0
+            actual = p.index.count(profile.name, doc)
+            if expected != actual:
+                mismatches.append({"document": doc, "parquet": expected, "lancedb": actual})
+        return MaterializeResult(
+            metadata=summary_metadata(outcomes, started, table=f"chunks_{profile.name}",
+                                      table_rows=MetadataValue.int(p.index.count(profile.name))),
+            check_results=[AssetCheckResult(check_name="rows_match_parquet", passed=not mismatches,
+                                            metadata={"mismatches": mismatches[:20]})],
+        )
+
+    return [_chunk_map, _embeddings, _lancedb]
+
+
+def chunk_map_checks(rows: list[dict], max_tokens: int) -> list[AssetCheckResult]:
+    bad_boxes, empty, over = [], [], []
+    seen, dupes = set(), []
+    for row in rows:
+        if row["bbox"] is not None:
+            b = row["bbox"]
+            try:
+                validate_bbox((b["x0"], b["y0"], b["x1"], b["y1"]))
+            except ContractError as exc:
+                bad_boxes.append({"chunk_id": row["chunk_id"], "error": str(exc)})
+        if row["chunk_id"] in seen:
+            dupes.append(row["chunk_id"])
+        seen.add(row["chunk_id"])
+        if not (row.get("text") or "").strip() and row.get("content_type") != "image" and row.get("text") is not None:
+            empty.append(row["chunk_id"])
+        meta = row.get("meta") or ""
+        if row.get("tokens") and row["tokens"] > max_tokens and '"token_overflow": true' not in meta:
+            over.append({"chunk_id": row["chunk_id"], "tokens": row["tokens"]})
+    return [
+        AssetCheckResult(check_name="valid_boxes", passed=not bad_boxes, metadata={"invalid": bad_boxes[:20]}),
+        AssetCheckResult(check_name="unique_chunk_ids", passed=not dupes, metadata={"duplicates": dupes[:20]}),
+        AssetCheckResult(check_name="no_empty_chunks", passed=not empty, metadata={"empty": empty[:20]}),
+        AssetCheckResult(check_name="within_token_limit", passed=not over,
+                         severity=AssetCheckSeverity.WARN,
+                         metadata={"over_limit": over[:20], "count": len(over), "max_tokens": max_tokens}),
+    ]

@@ -1,0 +1,200 @@
+"""The ``ingest-pipeline`` command line: ingest, search, query, chunkers, inspect."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from ingest_pipeline.settings import default_data_dir
+
+
+def _pipeline(args):
+    from ingest_pipeline.pipeline import pipeline_for
+
+    return pipeline_for(os.path.abspath(args.data))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=_jsonable)
+
+
+def _jsonable(value: Any):
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+def cmd_ingest(args) -> int:
+    from ingest_pipeline.runner import format_report, ingest, print_progress
+
+    p = _pipeline(args)
+    report = ingest(p, args.paths, progress=None if args.json else print_progress)
+    print(_json(report.as_dict()) if args.json else format_report(report))
+    return 0
+
+
+def _box(bbox) -> str:
+    if not bbox:
+        return ""
+    return f"[{bbox['x0']:.3f}, {bbox['y0']:.3f}, {bbox['x1']:.3f}, {bbox['y1']:.3f}]"
+
+
+def search_hits(p, query: str, profile: str | None, k: int, mode: str) -> list[dict[str, Any]]:
+    profile = profile or p.settings.default_profile
+    vector = p.embedder.embed([query])[0].tolist() if mode in ("vector", "hybrid") else None
+    hits = p.index.search(profile, query, vector, k=k, mode=mode)
+    return [{key: hit.get(key) for key in ("chunk_id", "document_id", "path", "page", "bbox", "bbox_reason",
+                                           "role", "label", "text", "score", "chunker", "config_hash", "reader",
+                                           "source_sha256", "run_id")} for hit in hits]
+
+
+def cmd_search(args) -> int:
+    p = _pipeline(args)
+    hits = search_hits(p, args.query, args.profile, args.k, args.mode)
+    if args.json:
+        print(_json(hits))
+        return 0
+    if not hits:
+        print("no hits (has anything been ingested? try: ingest-pipeline ingest)")
+        return 0
+    for rank, hit in enumerate(hits, 1):
+        where = f"{hit['path']}  page {hit['page']}  {_box(hit['bbox']) or hit['bbox_reason']}"
+        text = " ".join((hit["text"] or "").split())
+        print(f"{rank}. {where}  score {hit['score']:.4f}  [{hit['chunker']}]")
+        print(f"   {text[:200]}{'…' if len(text) > 200 else ''}")
+    return 0
+
+
+def cmd_query(args) -> int:
+    from ingest_pipeline.catalog import query
+
+    p = _pipeline(args)
+    table = query(p.lake, args.sql)
+    rows = table.to_pylist()
+    if args.json:
+        print(_json(rows))
+        return 0
+    print(_table(table.column_names, rows))
+    return 0
+
+
+def _table(columns: list[str], rows: list[dict[str, Any]], width: int = 60) -> str:
+    def cell(v: Any) -> str:
+        text = _jsonable(v) if isinstance(v, bytes) else ("" if v is None else str(v))
+        text = text.replace("\n", " ")
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    cells = [[cell(r[c]) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(lines)
+
+
+def cmd_chunkers(args) -> int:
+    from ingest_pipeline.readers import reader_ids
+    from ingest_pipeline.registry import ChunkerRegistry
+
+    registry = ChunkerRegistry.discover(reserved_ids=reader_ids())
+    rows = [{"chunker": i.ref, "id": i.id, "version": i.version, "default": i.default,
+             "builtin": i.builtin, "fallback": i.fallback, "media_types": list(i.media_types or ["*"]),
+             "summary": i.summary, "config_hash": i.config_hash} for i in registry.infos()]
+    if args.json:
+        print(_json(rows))
+    else:
+        shown = [{**r, "media_types": ", ".join(r["media_types"]), "default": "default" if r["default"] else "opt-in"}
+                 for r in rows]
+        print(_table(["chunker", "default", "media_types", "summary"], shown, width=70))
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from ingest_pipeline.catalog import query
+
+    p = _pipeline(args)
+    doc = args.document.replace("'", "''")
+    sources = query(p.lake, f"SELECT * FROM sources WHERE document_id = '{doc}' OR path = '{doc}'").to_pylist()
+    if not sources:
+        print(f"no document {args.document!r} (use a document_id or its path as listed by: "
+              f"ingest-pipeline query \"select document_id, path from sources\")", file=sys.stderr)
+        return 1
+    source = sources[0]
+    did = source["document_id"]
+    profile = args.profile or p.settings.default_profile
+    pages = query(p.lake, f"SELECT page, status, reason, reader, width, height, length(text) AS chars "
+                          f"FROM pages WHERE document_id = '{did}' ORDER BY page").to_pylist()
+    chunks = query(p.lake, f"SELECT chunk_id, label, page, \"index\", chunker, config_hash, bbox, bbox_reason, "
+                           f"role, tokens, text, run_id FROM chunks WHERE document_id = '{did}' "
+                           f"AND profile = '{profile}' ORDER BY page, \"index\"").to_pylist()
+    errors = query(p.lake, f"SELECT stage, error, reason, run_id FROM errors WHERE document_id = '{did}'").to_pylist()
+    data = {"source": source, "pages": pages, "profile": profile, "chunks": chunks, "errors": errors}
+    if args.json:
+        print(_json(data))
+        return 0
+    print(f"{source['path']}  ({source['media_type']}, {source['bytes']} bytes)")
+    print(f"  document_id {did}\n  sha256 {source['sha256']}\n  observed in run {source['run_id']}")
+    for page in pages:
+        extra = f" — {page['reason']}" if page["reason"] else ""
+        print(f"  page {page['page']}: {page['status']} by {page['reader']}, {page['chars'] or 0} chars{extra}")
+    print(f"{len(chunks)} chunks in profile '{profile}':")
+    for c in chunks[: args.limit]:
+        text = " ".join((c["text"] or "[image]").split())
+        print(f"  {c['label']}  {c['chunker']} ({c['config_hash']})  {_box(c['bbox']) or c['bbox_reason']}"
+              f"  {c['tokens']} tokens  id {c['chunk_id']}\n    {text[:150]}")
+    if len(chunks) > args.limit:
+        print(f"  … {len(chunks) - args.limit} more (--limit)")
+    for e in errors:
+        print(f"error at {e['stage']}: {e['error']}: {e['reason']} (run {e['run_id']})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ingest-pipeline", description=__doc__)
+    parser.add_argument("--data", default=default_data_dir(),
+                        help="storage root (default ./data, or $INGEST_DATA)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, fn, help_text: str):
+        cmd = sub.add_parser(name, help=help_text)
+        cmd.add_argument("--json", action="store_true", help="machine-readable output")
+        cmd.set_defaults(fn=fn)
+        return cmd
+
+    ingest_cmd = add("ingest", cmd_ingest, "ingest files or folders (default: the source root)")
+    ingest_cmd.add_argument("paths", nargs="*")
+    search_cmd = add("search", cmd_search, "search a profile's LanceDB table")
+    search_cmd.add_argument("query")
+    search_cmd.add_argument("--profile")
+    search_cmd.add_argument("-k", type=int, default=5)
+    search_cmd.add_argument("--mode", choices=("vector", "text", "hybrid"), default="hybrid")
+    query_cmd = add("query", cmd_query, "run DuckDB SQL over the catalog's views")
+    query_cmd.add_argument("sql")
+    add("chunkers", cmd_chunkers, "list installed chunker versions")
+    inspect_cmd = add("inspect", cmd_inspect, "a document's pages, chunks, boxes and lineage")
+    inspect_cmd.add_argument("document", help="document_id or path")
+    inspect_cmd.add_argument("--profile")
+    inspect_cmd.add_argument("--limit", type=int, default=20)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a clear message, not a traceback, for a person at a terminal
+        if os.environ.get("INGEST_DEBUG"):
+            raise
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Assembles the code location: assets, checks, jobs, the sensor and the resource."""
+
+
+from dagster import AssetSelection, Definitions, define_asset_job
+
+from ingest_pipeline.assets.catalog import catalog
+from ingest_pipeline.assets.chunks import build_chunk_assets
+from ingest_pipeline.assets.profiles import build_profile_assets
+from ingest_pipeline.assets.sources import pages, sources
+from ingest_pipeline.embedding import MiniLMEmbedder
+from ingest_pipeline.partitions import documents_partitions
+from ingest_pipeline.readers import reader_ids
+from ingest_pipeline.registry import ChunkerRegistry
+from ingest_pipeline.resources import IngestResource
+from ingest_pipeline.sensors import build_source_sensor
+from ingest_pipeline.settings import Settings, load_settings
+
+INGEST_JOB = "ingest_documents"
+CATALOG_JOB = "refresh_catalog"
+
+
+def build_definitions(settings: Settings) -> Definitions:
+    """The whole graph for one storage root: a chunk asset per installed chunker version
+    and the per-profile chain for each configured profile."""
+    registry = ChunkerRegistry.discover(settings.chunker_configs, reserved_ids=reader_ids())
+    per_document = [sources, pages, *build_chunk_assets(registry)]
+    for profile in settings.profiles:
+        per_document += build_profile_assets(registry, profile, MiniLMEmbedder.max_tokens)
+    ingest_job = define_asset_job(
+        INGEST_JOB, selection=AssetSelection.assets(*per_document), partitions_def=documents_partitions,
+        description="Every per-document asset for a batch of documents (one run, many partitions).",
+    )
+    catalog_job = define_asset_job(CATALOG_JOB, selection=AssetSelection.assets(catalog))
+    return Definitions(
+        assets=[*per_document, catalog],
+        jobs=[ingest_job, catalog_job],
+        sensors=[build_source_sensor(ingest_job, catalog_job)],
+        resources={"ingest": IngestResource(data=settings.data)},
+    )
+
+
+defs = build_definitions(load_settings())

@@ -1,0 +1,104 @@
+"""The Parquet lake: one file per (table, [version,] document), written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow import fs as pafs
+
+_META_KEY = b"ingest_pipeline"
+
+
+class Lake:
+    """Tables under one root: ``<root>/<table>/[<sub>/]<name>.parquet``.
+
+    Writes go to a temporary name and are renamed into place, so a killed run leaves
+    the previous file or none, never half a file. The root may be a local folder or a
+    URI pyarrow's filesystem layer understands.
+    """
+
+    def __init__(self, root: str) -> None:
+        if "://" in root:
+            self.fs, self.root = pafs.FileSystem.from_uri(root)
+        else:
+            self.fs, self.root = pafs.LocalFileSystem(), os.path.abspath(root)
+        self.uri = root
+
+    def path(self, table: str, *parts: str) -> str:
+        *dirs, name = (table, *parts)
+        return "/".join((self.root, *dirs, f"{name}.parquet")) if parts else f"{self.root}/{table}"
+
+    def write(
+        self, table: str, parts: tuple[str, ...], data: pa.Table, meta: Mapping[str, Any] | None = None
+    ) -> str:
+        target = self.path(table, *parts)
+        folder = target.rsplit("/", 1)[0]
+        self.fs.create_dir(folder, recursive=True)
+        if meta:
+            schema_meta = dict(data.schema.metadata or {})
+            schema_meta[_META_KEY] = json.dumps(meta, sort_keys=True, default=str).encode()
+            data = data.replace_schema_metadata(schema_meta)
+        tmp = f"{folder}/.{uuid.uuid4().hex}.tmp"
+        with self.fs.open_output_stream(tmp) as sink:
+            pq.write_table(data, sink, compression="zstd")
+        self.fs.move(tmp, target)
+        return target
+
+    def exists(self, table: str, *parts: str) -> bool:
+        return self.fs.get_file_info(self.path(table, *parts)).type == pafs.FileType.File
+
+    def read(self, table: str, *parts: str, columns: list[str] | None = None) -> pa.Table | None:
+        path = self.path(table, *parts)
+        try:
+            with self.fs.open_input_file(path) as source:
+                return pq.read_table(source, columns=columns)
+        except (FileNotFoundError, OSError) as exc:
+            if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
+                return None
+            raise exc
+
+    def meta(self, table: str, *parts: str) -> dict[str, Any] | None:
+        """The metadata stored with a file (None when the file does not exist)."""
+        path = self.path(table, *parts)
+        if self.fs.get_file_info(path).type != pafs.FileType.File:
+            return None
+        with self.fs.open_input_file(path) as source:
+            schema = pq.read_schema(source)
+        raw = (schema.metadata or {}).get(_META_KEY)
+        return json.loads(raw) if raw else {}
+
+    def delete(self, table: str, *parts: str) -> bool:
+        path = self.path(table, *parts)
+        if self.fs.get_file_info(path).type == pafs.FileType.File:
+            self.fs.delete_file(path)
+            return True
+        return False
+
+    def files(self, table: str) -> Iterator[str]:
+        """Every Parquet file of a table (any depth), as paths DuckDB can read."""
+        selector = pafs.FileSelector(f"{self.root}/{table}", recursive=True, allow_not_found=True)
+        for info in self.fs.get_file_info(selector):
+            if info.type == pafs.FileType.File and info.path.endswith(".parquet"):
+                yield info.path
+
+    def subtables(self, table: str) -> list[str]:
+        selector = pafs.FileSelector(f"{self.root}/{table}", recursive=False, allow_not_found=True)
+        return sorted(
+            info.base_name for info in self.fs.get_file_info(selector) if info.type == pafs.FileType.Directory
+        )
+
+    def delete_document(self, document: str) -> int:
+        """Remove every file of one document from every table; returns how many."""
+        removed = 0
+        selector = pafs.FileSelector(self.root, recursive=True, allow_not_found=True)
+        for info in self.fs.get_file_info(selector):
+            if info.type == pafs.FileType.File and info.base_name == f"{document}.parquet":
+                self.fs.delete_file(info.path)
+                removed += 1
+        return removed

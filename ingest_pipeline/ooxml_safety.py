@@ -1,0 +1,302 @@
+"""Guarded access to OOXML packages (DOCX, PPTX, XLSX): zip-bomb limits, no DTDs or
+entity expansion, clear one-line errors for encrypted, legacy and corrupt files.
+
+Every OOXML reader and chunker opens its bytes through :func:`open_package`.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+MiB = 1024 * 1024
+_READ_BLOCK = 1 << 16
+_DTD_MARKERS = (b"<!DOCTYPE", b"<!ENTITY", "<!DOCTYPE".encode("utf-16-le"), "<!ENTITY".encode("utf-16-le"))
+
+
+class PackageError(Exception):
+    """An OOXML document that cannot be opened; the message is a one-line reason."""
+
+
+@dataclass(frozen=True)
+class PackageLimits:
+    """Ceilings on what one package may inflate to (bytes) and how many parts it has.
+
+    ``max_ratio`` applies to parts that inflate beyond ``ratio_floor_bytes``: a part
+    smaller than that may compress as well as it likes.
+    """
+
+    max_total_bytes: int = 256 * MiB
+    max_entry_bytes: int = 128 * MiB
+    max_entries: int = 20_000
+    max_ratio: float = 200.0
+    ratio_floor_bytes: int = 8 * MiB
+    max_cells: int = 5_000_000
+
+
+DEFAULT_LIMITS = PackageLimits()
+
+
+def ole2_reason(content: bytes) -> str:
+    """Why an OLE2 (Compound File) container cannot be read as OOXML."""
+    if "EncryptedPackage".encode("utf-16-le") in content or "EncryptionInfo".encode("utf-16-le") in content:
+        return "encrypted OOXML (OLE2 container): password-protected document"
+    return "legacy binary Office file (OLE2 container: .doc/.xls/.ppt) is not supported"
+
+
+def safe_parser(**kwargs: Any):
+    """An lxml parser that loads no DTD, expands no entity and refuses huge trees."""
+    from lxml import etree
+
+    return etree.XMLParser(
+        resolve_entities=False,
+        load_dtd=False,
+        no_network=True,
+        huge_tree=False,
+        dtd_validation=False,
+        **kwargs,
+    )
+
+
+def localname(element: Any) -> str:
+    """The tag without its namespace (so Transitional and Strict names both match)."""
+    tag = element.tag
+    if not isinstance(tag, str):
+        return ""
+    return tag.rsplit("}", 1)[-1]
+
+
+def attr(element: Any, name: str, default: str | None = None) -> str | None:
+    """An attribute by local name, whatever its namespace."""
+    value = element.get(name)
+    if value is not None:
+        return value
+    for key, value in element.attrib.items():
+        if key.rsplit("}", 1)[-1] == name:
+            return value
+    return default
+
+
+class SafePackage:
+    """A zip package read under :class:`PackageLimits`; parts are read and parsed on
+    demand, and every byte inflated counts against the total."""
+
+    def __init__(self, content: bytes, limits: PackageLimits = DEFAULT_LIMITS, kind: str = "OOXML") -> None:
+        self.limits = limits
+        self.kind = kind
+        self._inflated = 0
+        if content.startswith(OLE2_MAGIC):
+            raise PackageError(ole2_reason(content))
+        if not content:
+            raise PackageError("empty file (0 bytes)")
+        if not content.startswith(b"PK"):
+            raise PackageError(f"not an {kind} package: no zip signature")
+        try:
+            self._zip = zipfile.ZipFile(io.BytesIO(content))
+            infos = self._zip.infolist()
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+            raise PackageError(f"corrupt package: {_one_line(exc)}") from None
+        if len(infos) > limits.max_entries:
+            raise PackageError(f"package has {len(infos)} parts, over the limit of {limits.max_entries}")
+        declared = 0
+        self._infos: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            if info.file_size > limits.max_entry_bytes:
+                raise PackageError(
+                    f"zip bomb guard: part {info.filename} declares {info.file_size} bytes inflated, "
+                    f"over the limit of {limits.max_entry_bytes}"
+                )
+            declared += info.file_size
+            self._check_ratio(info.filename, info.file_size, info.compress_size)
+            self._infos[info.filename.lstrip("/")] = info
+        if declared > limits.max_total_bytes:
+            raise PackageError(
+                f"zip bomb guard: parts declare {declared} bytes inflated in total, "
+                f"over the limit of {limits.max_total_bytes}"
+            )
+        self._lower = {name.lower(): name for name in self._infos}
+
+    def _check_ratio(self, name: str, size: int, compressed: int) -> None:
+        limits = self.limits
+        if size > limits.ratio_floor_bytes and size > limits.max_ratio * max(compressed, 1):
+            raise PackageError(
+                f"zip bomb guard: part {name} inflates {size} bytes from {compressed} "
+                f"(ratio over {limits.max_ratio:g})"
+            )
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._infos)
+
+    def resolve(self, name: str) -> str | None:
+        """The stored name of a part (zip names are case-sensitive, OPC names are not)."""
+        name = name.lstrip("/")
+        if name in self._infos:
+            return name
+        return self._lower.get(name.lower())
+
+    def has(self, name: str) -> bool:
+        return self.resolve(name) is not None
+
+    def open_stream(self, name: str) -> Iterator[bytes]:
+        """Yield the inflated bytes of a part in blocks, enforcing the limits as it goes."""
+        stored = self.resolve(name)
+        if stored is None:
+            raise PackageError(f"corrupt package: part {name} is missing")
+        info = self._infos[stored]
+        read = 0
+        try:
+            with self._zip.open(info) as handle:
+                while True:
+                    block = handle.read(_READ_BLOCK)
+                    if not block:
+                        break
+                    read += len(block)
+                    self._inflated += len(block)
+                    if read > self.limits.max_entry_bytes:
+                        raise PackageError(
+                            f"zip bomb guard: part {stored} inflates beyond {self.limits.max_entry_bytes} bytes"
+                        )
+                    if self._inflated > self.limits.max_total_bytes:
+                        raise PackageError(
+                            f"zip bomb guard: package inflates beyond {self.limits.max_total_bytes} bytes"
+                        )
+                    self._check_ratio(stored, read, info.compress_size)
+                    yield block
+        except PackageError:
+            raise
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, RuntimeError) as exc:
+            raise PackageError(f"corrupt package: {_one_line(exc)}") from None
+
+    def read(self, name: str) -> bytes:
+        data = b"".join(self.open_stream(name))
+        if name.lower().endswith((".xml", ".rels", ".vml")):
+            refuse_dtd(data, name)
+        return data
+
+    def xml(self, name: str):
+        """Parse a part with the safe parser; PackageError on malformed XML."""
+        from lxml import etree
+
+        data = self.read(name)
+        try:
+            root = etree.fromstring(data, parser=safe_parser())
+        except etree.XMLSyntaxError as exc:
+            raise PackageError(f"malformed XML in part {name}: {_one_line(exc)}") from None
+        if root is None:
+            raise PackageError(f"empty XML part {name}")
+        return root
+
+    def iterparse(self, name: str, tags: tuple[str, ...]):
+        """Stream a part's elements (``tags`` as ``{*}local`` names) with end events.
+
+        The caller clears the elements it has used so memory stays flat.
+        """
+        from lxml import etree
+
+        head = _Head(self.open_stream(name), name)
+        try:
+            for _event, element in etree.iterparse(
+                head,
+                events=("end",),
+                tag=tags,
+                resolve_entities=False,
+                load_dtd=False,
+                no_network=True,
+                huge_tree=False,
+            ):
+                yield element
+        except etree.XMLSyntaxError as exc:
+            raise PackageError(f"malformed XML in part {name}: {_one_line(exc)}") from None
+
+    def verify(self) -> None:
+        """Inflate every part once (CRC check, real sizes) and refuse DTDs in XML parts.
+
+        Run before handing the bytes to a library that reads the whole package itself.
+        """
+        for name in self.names:
+            if name.lower().endswith((".xml", ".rels", ".vml")):
+                self.read(name)
+            else:
+                for _ in self.open_stream(name):
+                    pass
+
+    # -- OPC relationships -------------------------------------------------------
+
+    def rels(self, part: str) -> dict[str, tuple[str, str, bool]]:
+        """Relationships of ``part``: id -> (type, resolved target part, external)."""
+        directory, base = posixpath.split(part.lstrip("/"))
+        rels_name = posixpath.join(directory, "_rels", base + ".rels")
+        if not self.has(rels_name):
+            return {}
+        out: dict[str, tuple[str, str, bool]] = {}
+        for rel in self.xml(rels_name):
+            if localname(rel) != "Relationship":
+                continue
+            rid = rel.get("Id") or ""
+            target = rel.get("Target") or ""
+            external = (rel.get("TargetMode") or "").lower() == "external"
+            if not external:
+                if target.startswith("/"):
+                    target = target.lstrip("/")
+                else:
+                    target = posixpath.normpath(posixpath.join(directory, target))
+            out[rid] = (rel.get("Type") or "", target, external)
+        return out
+
+    def main_part(self) -> str:
+        """The package's main document part (from the root relationships)."""
+        for rtype, target, external in self.rels("").values():
+            if not external and rtype.endswith("/officeDocument"):
+                if self.has(target):
+                    return self.resolve(target) or target
+                raise PackageError(f"corrupt package: main part {target} is missing")
+        raise PackageError(f"not an {self.kind} package: no officeDocument relationship")
+
+
+class _Head:
+    """A file-like object over a block iterator that refuses DTDs in the first blocks."""
+
+    def __init__(self, blocks: Iterator[bytes], name: str) -> None:
+        self._blocks = blocks
+        self._name = name
+        self._buffer = b""
+        self._checked = 0
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._buffer) < size:
+            block = next(self._blocks, None)
+            if block is None:
+                break
+            if self._checked < 4 * _READ_BLOCK:
+                refuse_dtd(block, self._name)
+                self._checked += len(block)
+            self._buffer += block
+        if size < 0:
+            data, self._buffer = self._buffer, b""
+        else:
+            data, self._buffer = self._buffer[:size], self._buffer[size:]
+        return data
+
+
+def refuse_dtd(data: bytes, name: str) -> None:
+    """OOXML parts never carry a DTD; one that does is refused (entity expansion)."""
+    head = data[: 4 * _READ_BLOCK]
+    if any(marker in head for marker in _DTD_MARKERS):
+        raise PackageError(
+            f"refused XML part {name}: it declares a DTD/entities (possible entity-expansion attack)"
+        )
+
+
+def open_package(content: bytes, limits: PackageLimits = DEFAULT_LIMITS, kind: str = "OOXML") -> SafePackage:
+    return SafePackage(content, limits, kind)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())

@@ -1,0 +1,102 @@
+"""Where the data lives and how the pipeline is configured (profiles, chunker configs)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CONFIG_FILE = "ingest_pipeline.toml"
+PASSWORDS_FILE = "passwords.toml"
+DEFAULT_PROFILE = "default"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named, ordered list of chunker versions that lead the default order."""
+
+    name: str
+    chunkers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run needs to know about its storage root and configuration.
+
+    ``data`` is the storage root; today a local folder, addressed through pyarrow's
+    filesystem layer by the lake so an object-store URI can take its place.
+    """
+
+    data: str
+    profiles: tuple[Profile, ...] = (Profile(DEFAULT_PROFILE),)
+    default_profile: str = DEFAULT_PROFILE
+    chunker_configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    passwords: Mapping[str, str] = field(default_factory=dict, repr=False)
+    max_file_bytes: int = 512 * 1024 * 1024
+    embed_batch: int = 64
+
+    @property
+    def source_root(self) -> str:
+        return os.path.join(self.data, "sources")
+
+    @property
+    def lake_root(self) -> str:
+        return os.path.join(self.data, "lake")
+
+    @property
+    def lancedb_uri(self) -> str:
+        return os.path.join(self.data, "lancedb")
+
+    @property
+    def catalog_path(self) -> str:
+        return os.path.join(self.data, "catalog.duckdb")
+
+    @property
+    def dagster_home(self) -> str:
+        return os.path.join(self.data, "dagster_home")
+
+    def profile(self, name: str | None = None) -> Profile:
+        name = name or self.default_profile
+        for profile in self.profiles:
+            if profile.name == name:
+                return profile
+        raise KeyError(f"no profile {name!r} (profiles: {', '.join(p.name for p in self.profiles)})")
+
+
+def default_data_dir() -> str:
+    """``$INGEST_DATA``, else ``./data``."""
+    return os.path.abspath(os.environ.get("INGEST_DATA") or "data")
+
+
+def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
+    """Settings for a storage root, from its ``ingest_pipeline.toml`` and ``passwords.toml``."""
+    root = os.path.abspath(os.fspath(data)) if data else default_data_dir()
+    config: dict[str, Any] = {}
+    path = Path(root) / CONFIG_FILE
+    if path.exists():
+        config = tomllib.loads(path.read_text(encoding="utf-8"))
+    profiles = [Profile(DEFAULT_PROFILE)]
+    for name, body in (config.get("profiles") or {}).items():
+        chunkers = tuple(body.get("chunkers", ())) if isinstance(body, Mapping) else tuple(body)
+        if name == DEFAULT_PROFILE:
+            profiles[0] = Profile(name, chunkers)
+        else:
+            profiles.append(Profile(name, chunkers))
+    passwords: dict[str, str] = {}
+    pw_file = os.environ.get("INGEST_PASSWORDS") or str(Path(root) / PASSWORDS_FILE)
+    if Path(pw_file).exists():
+        raw = tomllib.loads(Path(pw_file).read_text(encoding="utf-8"))
+        passwords = {str(k): str(v) for k, v in (raw.get("passwords", raw)).items()}
+    limits = config.get("limits") or {}
+    return Settings(
+        data=root,
+        profiles=tuple(profiles),
+        default_profile=str(config.get("default_profile", DEFAULT_PROFILE)),
+        chunker_configs={k: dict(v) for k, v in (config.get("chunkers") or {}).items()},
+        passwords=passwords,
+        max_file_bytes=int(limits.get("max_file_bytes", 512 * 1024 * 1024)),
+        embed_batch=int(config.get("embed_batch", 64)),
+    )

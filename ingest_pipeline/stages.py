@@ -1,0 +1,520 @@
+"""The pipeline's stages as plain functions over the lake, one document at a time.
+
+Each stage reads its inputs from the lake, writes its output atomically, and stores an
+input fingerprint with it: when the fingerprint is unchanged the stage does nothing, so a
+second run over the same bytes and configuration rewrites and re-embeds nothing.
+Assets and the CLI are thin callers of these.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ingest_pipeline import media_types, tables
+from ingest_pipeline.contract import ChunkPiece, Layout, LocatedLine, PageChunks, PageOutput
+from ingest_pipeline.documents import DocumentEntry, load_entry
+from ingest_pipeline.embedding import Embedder
+from ingest_pipeline.identity import canonical_json, sha256_bytes, sha256_text
+from ingest_pipeline.lake import Lake
+from ingest_pipeline.merge import Claim, merge_claims
+from ingest_pipeline.readers import read_pages, reader_ids
+from ingest_pipeline.readers.base import ReadOptions, password_for
+from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry, chunker_ref
+from ingest_pipeline.settings import Profile, Settings
+from ingest_pipeline.vector_index import VectorIndex
+
+# Bump a stage's version when its output for the same input changes.
+STAGE_VERSIONS = {"sources": 1, "pages": 1, "claims": 1, "chunks": 1, "embeddings": 1, "index": 1}
+
+
+class StageError(Exception):
+    """A per-document failure with a one-line reason."""
+
+
+class UpstreamMissing(Exception):
+    """A stage's input is absent because an earlier stage failed for this document."""
+
+
+@dataclass
+class Outcome:
+    document: str
+    status: str  # new | unchanged | failed | skipped
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _fingerprint(*parts: Any) -> str:
+    return sha256_text(canonical_json(parts))
+
+
+# ---------------------------------------------------------------- errors
+
+
+def record_error(lake: Lake, stage: str, document: str, exc: BaseException, run_id: str) -> dict[str, Any]:
+    entry = load_entry(lake, document)
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    row = {
+        "document_id": document,
+        "path": entry.path if entry else None,
+        "stage": stage,
+        "error": type(exc).__name__,
+        "reason": reason[:500],
+        "run_id": run_id,
+        "at": _now(),
+    }
+    detail = "".join(traceback.format_exception(exc)) if not isinstance(exc, StageError) else ""
+    lake.write("errors", (_stage_dir(stage), document), pa.Table.from_pylist([row], schema=tables.ERRORS),
+               meta={"traceback": detail[-4000:]})
+    return row
+
+
+def clear_error(lake: Lake, stage: str, document: str) -> None:
+    lake.delete("errors", _stage_dir(stage), document)
+
+
+def _stage_dir(stage: str) -> str:
+    return stage.replace("/", "__").replace("@", "_v")
+
+
+def guarded(lake: Lake, stage: str, document: str, run_id: str, fn, *args, **kwargs) -> Outcome:
+    """Run one document's stage; a failure becomes an errors row and a 'failed' outcome."""
+    try:
+        outcome = fn(*args, **kwargs)
+    except UpstreamMissing as exc:
+        return Outcome(document, "skipped", {"reason": str(exc)})
+    except Exception as exc:  # one document's failure must not fail the batch
+        row = record_error(lake, stage, document, exc, run_id)
+        return Outcome(document, "failed", {"reason": row["reason"], "error": row["error"]})
+    clear_error(lake, stage, document)
+    return outcome
+
+
+# ---------------------------------------------------------------- sources
+
+
+def observe_source(settings: Settings, lake: Lake, document: str, run_id: str) -> Outcome:
+    """Record a document's bytes: media type from the bytes, size, sha256, mtime, path."""
+    entry = load_entry(lake, document)
+    if entry is None:
+        raise StageError(f"document {document} is not in the inventory; ingest its file first")
+    try:
+        stat = os.stat(entry.uri)
+    except FileNotFoundError:
+        raise StageError(f"source file is gone: {entry.path}") from None
+    if stat.st_size > settings.max_file_bytes:
+        raise StageError(f"file is {stat.st_size} bytes, over the limit of {settings.max_file_bytes}")
+    content = _read_file(entry)
+    sha = sha256_bytes(content)
+    media = media_types.detect(content, entry.path)
+    fingerprint = _fingerprint(STAGE_VERSIONS["sources"], sha, media, entry.path)
+    previous = lake.meta("sources", document)
+    if previous and previous.get("fingerprint") == fingerprint:
+        return Outcome(document, "unchanged", {"sha256": sha, "media_type": media})
+    row = {
+        "document_id": document,
+        "path": entry.path,
+        "uri": entry.uri,
+        "media_type": media,
+        "bytes": len(content),
+        "sha256": sha,
+        "mtime": datetime.fromtimestamp(stat.st_mtime, timezone.utc),
+        "status": "observed",
+        "observed_at": _now(),
+        "run_id": run_id,
+    }
+    lake.write("sources", (document,), pa.Table.from_pylist([row], schema=tables.SOURCES),
+               meta={"fingerprint": fingerprint, "sha256": sha})
+    status = "changed" if previous else "new"
+    return Outcome(document, status, {"sha256": sha, "media_type": media, "bytes": len(content)})
+
+
+def _read_file(entry: DocumentEntry) -> bytes:
+    with open(entry.uri, "rb") as handle:
+        return handle.read()
+
+
+def load_source(lake: Lake, document: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    table = lake.read("sources", document)
+    if table is None or table.num_rows == 0:
+        raise UpstreamMissing(f"no source row for {document}")
+    return table.to_pylist()[0], lake.meta("sources", document) or {}
+
+
+def source_bytes(source: dict[str, Any]) -> bytes:
+    """The bytes the source row describes; refuses bytes that changed since."""
+    try:
+        with open(source["uri"], "rb") as handle:
+            content = handle.read()
+    except FileNotFoundError:
+        raise StageError(f"source file is gone: {source['path']}") from None
+    if sha256_bytes(content) != source["sha256"]:
+        raise StageError("source bytes changed since they were observed; the next run picks them up")
+    return content
+
+
+# ---------------------------------------------------------------- pages
+
+
+def read_document(settings: Settings, lake: Lake, document: str, run_id: str) -> Outcome:
+    """Run the page readers; one row per page, located lines in their own table."""
+    source, source_meta = load_source(lake, document)
+    password = password_for(source["path"], settings.passwords)
+    fingerprint = _fingerprint(
+        STAGE_VERSIONS["pages"], source_meta.get("fingerprint"), sorted(reader_ids()), password is not None
+    )
+    previous = lake.meta("pages", document)
+    if previous and previous.get("fingerprint") == fingerprint:
+        return Outcome(document, "unchanged", previous.get("summary", {}))
+    content = source_bytes(source)
+    options = ReadOptions(name=source["path"], password=password)
+    try:
+        outputs = read_pages(content, source["media_type"], options)
+    except Exception:
+        lake.delete("pages", document)
+        lake.delete("page_lines", document)
+        raise
+    page_rows, line_rows = [], []
+    for out in outputs:
+        page_rows.append({**out.to_row(), "document_id": document, "source_sha256": source["sha256"],
+                          "run_id": run_id})
+        for number, line in enumerate(out.lines or (), start=1):
+            w, h = line.space
+            line_rows.append({
+                "document_id": document, "page": out.page, "line": number, "text": line.text,
+                "x0": line.box[0], "y0": line.box[1], "x1": line.box[2], "y1": line.box[3],
+                "space_width": w, "space_height": h, "confidence": line.confidence,
+                "bbox": tables.bbox_value(line.bbox()),
+            })
+    summary: dict[str, Any] = {"pages": len(outputs)}
+    for out in outputs:
+        summary[out.status] = summary.get(out.status, 0) + 1
+    summary["readers"] = sorted({o.reader for o in outputs})
+    meta = {"fingerprint": fingerprint, "summary": summary}
+    lake.write("page_lines", (document,), pa.Table.from_pylist(line_rows, schema=tables.PAGE_LINES), meta=meta)
+    lake.write("pages", (document,), pa.Table.from_pylist(page_rows, schema=tables.PAGES), meta=meta)
+    return Outcome(document, "new", summary)
+
+
+def load_pages(lake: Lake, document: str) -> tuple[tuple[PageOutput, ...], str]:
+    """Page outputs with their located lines, and the pages' fingerprint."""
+    table = lake.read("pages", document)
+    if table is None:
+        raise UpstreamMissing(f"no pages for {document}")
+    meta = lake.meta("pages", document) or {}
+    lines_by_page: dict[int, list[LocatedLine]] = {}
+    lines = lake.read("page_lines", document)
+    if lines is not None:
+        for row in lines.to_pylist():
+            lines_by_page.setdefault(row["page"], []).append(
+                LocatedLine(row["text"], (row["x0"], row["y0"], row["x1"], row["y1"]),
+                            (row["space_width"], row["space_height"]), row["confidence"])
+            )
+    outputs = tuple(
+        PageOutput(
+            page=r["page"], status=r["status"], reader=r["reader"], text=r["text"], reason=r["reason"],
+            width=r["width"], height=r["height"],
+            lines=tuple(lines_by_page[r["page"]]) if r["page"] in lines_by_page else None,
+        )
+        for r in table.to_pylist()
+    )
+    return outputs, meta.get("fingerprint", "")
+
+
+# ---------------------------------------------------------------- claims
+
+
+def _piece_row(piece: ChunkPiece) -> dict[str, Any]:
+    return {
+        "text": piece.text,
+        "image": piece.image,
+        "bbox": tables.bbox_value(piece.bbox),
+        "bbox_reason": piece.bbox_reason,
+        "role": piece.layout.role if piece.layout else None,
+        "layout": piece.layout.to_json() if piece.layout else None,
+        "header_path": list(piece.header_path),
+        "content_type": piece.content_type,
+        "embed_text": piece.embed_text,
+        "meta": json.dumps(dict(piece.meta), sort_keys=True, default=str) if piece.meta else None,
+    }
+
+
+def _row_piece(row: dict[str, Any]) -> ChunkPiece:
+    return ChunkPiece(
+        text=row["text"], image=row["image"], bbox=tables.bbox_tuple(row["bbox"]),
+        bbox_reason=row["bbox_reason"], layout=Layout.from_json(row["layout"]),
+        header_path=tuple(row["header_path"] or ()), content_type=row["content_type"],
+        embed_text=row["embed_text"], meta=json.loads(row["meta"]) if row["meta"] else {},
+    )
+
+
+def run_chunker(
+    settings: Settings, lake: Lake, chunker: Any, info: ChunkerInfo, document: str, run_id: str
+) -> Outcome:
+    """Ask one chunker version about one document and store its claims.
+
+    A chunker that raises is recorded (an errors row and the claim's error) and its
+    claim is empty, so the chunk map moves on to the next chunker.
+    """
+    from ingest_pipeline.readers.base import document_password
+
+    source, _ = load_source(lake, document)
+    pages, pages_fp = load_pages(lake, document)
+    fingerprint = _fingerprint(STAGE_VERSIONS["claims"], pages_fp, info.ref, info.config_hash)
+    previous = lake.meta("claims", info.asset_name, document)
+    if previous and previous.get("fingerprint") == fingerprint:
+        return Outcome(document, "unchanged", previous.get("summary", {}))
+    content = source_bytes(source)
+    error = None
+    checks: list[dict[str, Any]] = []
+    metrics: dict[str, Any] = {}
+    started = time.perf_counter()
+    try:
+        with document_password(password_for(source["path"], settings.passwords)):
+            answer = chunker.chunk(content, source["media_type"], pages)
+        answer = tuple(answer or ())
+        for item in answer:
+            if not isinstance(item, PageChunks):
+                raise TypeError(f"{info.ref} answered {type(item).__name__}, not PageChunks")
+        if hasattr(chunker, "check"):
+            for outcome in chunker.check(content, source["media_type"], pages, answer):
+                checks.append({"name": outcome.name, "passed": outcome.passed, "severity": outcome.severity,
+                               "description": outcome.description, "metadata": dict(outcome.metadata)})
+        if hasattr(chunker, "metrics") and answer:
+            metrics = dict(chunker.metrics(answer))
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        record_error(lake, f"chunks/{info.ref}", document, exc, run_id)
+        answer = ()
+    else:
+        clear_error(lake, f"chunks/{info.ref}", document)
+    rows = []
+    for page_answer in answer:
+        for number, piece in enumerate(page_answer.pieces):
+            rows.append({"document_id": document, "chunker": info.ref, "config_hash": info.config_hash,
+                         "page": page_answer.page, "piece": number, **_piece_row(piece),
+                         "source_sha256": source["sha256"], "run_id": run_id})
+    summary = {"pages_claimed": len({a.page for a in answer}), "pieces": len(rows),
+               "seconds": round(time.perf_counter() - started, 4)}
+    meta = {"fingerprint": fingerprint, "chunker": info.ref, "config_hash": info.config_hash,
+            "claimed_pages": sorted({a.page for a in answer}), "error": error,
+            "summary": summary, "checks": checks, "metrics": metrics}
+    lake.write("claims", (info.asset_name, document), pa.Table.from_pylist(rows, schema=tables.CLAIMS), meta=meta)
+    return Outcome(document, "failed" if error else "new", {**summary, **({"error": error} if error else {})})
+
+
+def load_claim(lake: Lake, info: ChunkerInfo, document: str) -> tuple[Claim, str]:
+    meta = lake.meta("claims", info.asset_name, document)
+    if meta is None:
+        raise StageError(f"chunks/{info.asset_name} has not been materialized for this document")
+    table = lake.read("claims", info.asset_name, document)
+    by_page: dict[int, list[ChunkPiece]] = {p: [] for p in meta.get("claimed_pages", [])}
+    for row in sorted(table.to_pylist(), key=lambda r: (r["page"], r["piece"])):
+        by_page.setdefault(row["page"], []).append(_row_piece(row))
+    claim = Claim(
+        chunker=info.ref, config_hash=meta.get("config_hash", info.config_hash), error=meta.get("error"),
+        pages=tuple(PageChunks(page=p, pieces=tuple(pieces)) for p, pieces in sorted(by_page.items())),
+    )
+    return claim, meta.get("fingerprint", "")
+
+
+# ---------------------------------------------------------------- chunk map
+
+
+def build_chunk_map(
+    lake: Lake, registry: ChunkerRegistry, profile: Profile, embedder: Embedder, document: str, run_id: str
+) -> Outcome:
+    """Merge the claims of the profile's chunker order into the document's chunk map."""
+    source, _ = load_source(lake, document)
+    pages, pages_fp = load_pages(lake, document)
+    order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
+    claims, claim_fps = [], []
+    for info in order:
+        claim, fp = load_claim(lake, info, document)
+        claims.append(claim)
+        claim_fps.append(fp)
+    fingerprint = _fingerprint(STAGE_VERSIONS["chunks"], profile.name, pages_fp, claim_fps, embedder.model_id)
+    previous = lake.meta("chunks", profile.name, document)
+    if previous and previous.get("fingerprint") == fingerprint:
+        return Outcome(document, "unchanged", previous.get("summary", {}))
+    chunk_map = merge_claims(document, pages, claims)
+    readers = {p.page: p.reader for p in pages}
+    texts = [(c.piece.embed_text or c.piece.text) for c in chunk_map.chunks if not c.piece.is_image]
+    token_counts = iter(embedder.count_tokens(texts)) if texts else iter(())
+    rows = []
+    for chunk in chunk_map.chunks:
+        piece = chunk.piece
+        rows.append({
+            "chunk_id": chunk.chunk_id, "label": chunk.label, "profile": profile.name, "document_id": document,
+            "path": source["path"], "page": chunk.page, "index": chunk.index, **_piece_row(piece),
+            "chars": len(piece.text) if piece.text else 0,
+            "tokens": None if piece.is_image else next(token_counts),
+            "chunker": chunk.chunker, "config_hash": chunk.config_hash, "reader": readers.get(chunk.page),
+            "source_sha256": source["sha256"], "run_id": run_id,
+        })
+    by_chunker: dict[str, int] = {}
+    for chunk in chunk_map.chunks:
+        by_chunker[chunk.chunker] = by_chunker.get(chunk.chunker, 0) + 1
+    summary = {"chunks": len(rows), "by_chunker": by_chunker, "dropped": chunk_map.dropped,
+               "failed_chunkers": [c.chunker for c in claims if c.error]}
+    lake.write("chunks", (profile.name, document), pa.Table.from_pylist(rows, schema=tables.CHUNKS),
+               meta={"fingerprint": fingerprint, "summary": summary, "order": [i.ref for i in order]})
+    return Outcome(document, "new", summary)
+
+
+# ---------------------------------------------------------------- embeddings
+
+
+class EmbeddingCache:
+    """Vectors keyed by (model id, sha256 of the text), as append-only Parquet shards."""
+
+    def __init__(self, lake: Lake, model_id: str) -> None:
+        self.lake = lake
+        self.model_id = model_id
+
+    def get(self, shas: Iterable[str]) -> dict[str, np.ndarray]:
+        wanted = set(shas)
+        found: dict[str, np.ndarray] = {}
+        if not wanted:
+            return found
+        import pyarrow.compute as pc
+        import pyarrow.dataset as ds
+
+        files = [f for f in self.lake.files(f"embedding_cache/{self.model_id}")]
+        if not files:
+            return found
+        dataset = ds.dataset(files, filesystem=self.lake.fs, format="parquet", schema=tables.EMBEDDING_CACHE)
+        table = dataset.to_table(filter=pc.field("text_sha256").isin(list(wanted)))
+        for sha, vector in zip(table.column("text_sha256").to_pylist(), table.column("vector").to_numpy(
+                zero_copy_only=False)):
+            found[sha] = np.asarray(vector, dtype=np.float32)
+        return found
+
+    def put(self, vectors: dict[str, np.ndarray], shard: str) -> None:
+        if not vectors:
+            return
+        data = pa.table({
+            "text_sha256": list(vectors),
+            "vector": pa.array([v.tolist() for v in vectors.values()], type=pa.list_(pa.float32())),
+        }, schema=tables.EMBEDDING_CACHE)
+        self.lake.write(f"embedding_cache/{self.model_id}", (shard,), data)
+
+
+def embed_documents(
+    lake: Lake, embedder: Embedder, profile: Profile, documents: Sequence[str], run_id: str
+) -> list[Outcome]:
+    """Vectors for the text chunks of many documents at once: texts are deduplicated
+    across the batch, looked up in the cache, and only the missing ones are embedded."""
+    outcomes: list[Outcome] = []
+    pending: list[tuple[str, pa.Table, str]] = []
+    for document in documents:
+        try:
+            table = lake.read("chunks", profile.name, document)
+            if table is None:
+                outcomes.append(Outcome(document, "skipped", {"reason": "no chunk map"}))
+                continue
+            chunks_fp = (lake.meta("chunks", profile.name, document) or {}).get("fingerprint")
+            fingerprint = _fingerprint(STAGE_VERSIONS["embeddings"], chunks_fp, embedder.model_id)
+            previous = lake.meta("embeddings", profile.name, document)
+            if previous and previous.get("fingerprint") == fingerprint:
+                outcomes.append(Outcome(document, "unchanged", {**previous.get("summary", {}), "embedded": 0}))
+                continue
+            pending.append((document, table, fingerprint))
+        except Exception as exc:
+            row = record_error(lake, f"embeddings/{profile.name}", document, exc, run_id)
+            outcomes.append(Outcome(document, "failed", {"reason": row["reason"]}))
+    texts_by_sha: dict[str, str] = {}
+    for _, table, _ in pending:
+        for text, embed_text, image in zip(table.column("text").to_pylist(), table.column("embed_text").to_pylist(),
+                                           table.column("image").to_pylist()):
+            if image is None and text:
+                value = embed_text or text
+                texts_by_sha.setdefault(sha256_text(value), value)
+    cache = EmbeddingCache(lake, embedder.model_id)
+    vectors = cache.get(texts_by_sha)
+    missing = [sha for sha in texts_by_sha if sha not in vectors]
+    if missing:
+        fresh = embedder.embed([texts_by_sha[s] for s in missing])
+        new = {sha: fresh[i] for i, sha in enumerate(missing)}
+        cache.put(new, shard=f"{run_id}-{sha256_text(canonical_json(sorted(missing)))[:12]}")
+        vectors.update(new)
+    newly = set(missing)
+    for document, table, fingerprint in pending:
+        rows = []
+        embedded = cached = 0
+        for chunk_id, text, embed_text, image in zip(
+            table.column("chunk_id").to_pylist(), table.column("text").to_pylist(),
+            table.column("embed_text").to_pylist(), table.column("image").to_pylist(),
+        ):
+            if image is not None or not text:
+                continue
+            sha = sha256_text(embed_text or text)
+            if sha in newly:
+                embedded += 1
+                newly.discard(sha)
+            else:
+                cached += 1
+            rows.append({"chunk_id": chunk_id, "profile": profile.name, "document_id": document,
+                         "model": embedder.model_id,
+                         "text_sha256": sha, "vector": vectors[sha].tolist()})
+        summary = {"vectors": len(rows), "embedded": embedded, "cached": cached,
+                   "images_without_vector": sum(1 for i in table.column("image").to_pylist() if i is not None)}
+        lake.write("embeddings", (profile.name, document), pa.Table.from_pylist(rows, schema=tables.EMBEDDINGS),
+                   meta={"fingerprint": fingerprint, "summary": summary})
+        clear_error(lake, f"embeddings/{profile.name}", document)
+        outcomes.append(Outcome(document, "new", summary))
+    return outcomes
+
+
+# ---------------------------------------------------------------- LanceDB
+
+
+def index_document(lake: Lake, index: VectorIndex, profile: Profile, document: str, run_id: str) -> Outcome:
+    """Make the profile's LanceDB table hold exactly this document's current chunks."""
+    chunks = lake.read("chunks", profile.name, document)
+    vectors = lake.read("embeddings", profile.name, document)
+    if chunks is None or vectors is None:
+        raise UpstreamMissing(f"no chunks or embeddings for {document}")
+    emb_fp = (lake.meta("embeddings", profile.name, document) or {}).get("fingerprint")
+    fingerprint = _fingerprint(STAGE_VERSIONS["index"], emb_fp)
+    marker = lake.meta("indexed", profile.name, document)
+    if marker and marker.get("fingerprint") == fingerprint and index.count(profile.name, document) == marker.get(
+            "rows"):
+        return Outcome(document, "unchanged", {"rows": marker.get("rows")})
+    by_id = dict(zip(vectors.column("chunk_id").to_pylist(), vectors.column("vector").to_pylist()))
+    rows = []
+    for row in chunks.to_pylist():
+        vector = by_id.get(row["chunk_id"])
+        if vector is None:
+            continue  # image chunks have no vector until an image embedder is configured
+        rows.append({**row, "vector": vector})
+    data = pa.Table.from_pylist(rows, schema=_index_input_schema(index.dim))
+    result = index.sync_document(profile.name, document, data)
+    lake.write("indexed", (profile.name, document), pa.table({"rows": [result["rows"]]}),
+               meta={"fingerprint": fingerprint, "rows": result["rows"]})
+    return Outcome(document, "new", result)
+
+
+def _index_input_schema(dim: int) -> pa.Schema:
+    from ingest_pipeline.vector_index import index_schema
+
+    return index_schema(dim)
+
+
+def remove_document(lake: Lake, index: VectorIndex, document: str) -> dict[str, int]:
+    """Forget a document: its rows leave every LanceDB table and every lake table."""
+    rows = index.delete_document(document)
+    files = lake.delete_document(document)
+    return {"lancedb_rows": rows, "lake_files": files}

@@ -1,0 +1,144 @@
+"""Schemas of the lake's tables (the catalog's views keep these names)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+BBOX = pa.struct([("x0", pa.float64()), ("y0", pa.float64()), ("x1", pa.float64()), ("y1", pa.float64())])
+
+SOURCES = pa.schema([
+    ("document_id", pa.string()),
+    ("path", pa.string()),
+    ("uri", pa.string()),
+    ("media_type", pa.string()),
+    ("bytes", pa.int64()),
+    ("sha256", pa.string()),
+    ("mtime", pa.timestamp("us", tz="UTC")),
+    ("status", pa.string()),
+    ("observed_at", pa.timestamp("us", tz="UTC")),
+    ("run_id", pa.string()),
+])
+
+INVENTORY = pa.schema([
+    ("document_id", pa.string()),
+    ("path", pa.string()),
+    ("uri", pa.string()),
+    ("registered_at", pa.timestamp("us", tz="UTC")),
+])
+
+PAGES = pa.schema([
+    ("document_id", pa.string()),
+    ("page", pa.int32()),
+    ("status", pa.string()),
+    ("reason", pa.string()),
+    ("reader", pa.string()),
+    ("width", pa.float64()),
+    ("height", pa.float64()),
+    ("text", pa.string()),
+    ("source_sha256", pa.string()),
+    ("run_id", pa.string()),
+])
+
+PAGE_LINES = pa.schema([
+    ("document_id", pa.string()),
+    ("page", pa.int32()),
+    ("line", pa.int32()),
+    ("text", pa.string()),
+    ("x0", pa.float64()),
+    ("y0", pa.float64()),
+    ("x1", pa.float64()),
+    ("y1", pa.float64()),
+    ("space_width", pa.float64()),
+    ("space_height", pa.float64()),
+    ("confidence", pa.float64()),
+    ("bbox", BBOX),
+])
+
+_PIECE_FIELDS = [
+    ("text", pa.string()),
+    ("image", pa.binary()),
+    ("bbox", BBOX),
+    ("bbox_reason", pa.string()),
+    ("role", pa.string()),
+    ("layout", pa.string()),
+    ("header_path", pa.list_(pa.string())),
+    ("content_type", pa.string()),
+    ("embed_text", pa.string()),
+    ("meta", pa.string()),
+]
+
+CLAIMS = pa.schema([
+    ("document_id", pa.string()),
+    ("chunker", pa.string()),
+    ("config_hash", pa.string()),
+    ("page", pa.int32()),
+    ("piece", pa.int32()),
+    *_PIECE_FIELDS,
+    ("source_sha256", pa.string()),
+    ("run_id", pa.string()),
+])
+
+CHUNKS = pa.schema([
+    ("chunk_id", pa.string()),
+    ("label", pa.string()),
+    ("profile", pa.string()),
+    ("document_id", pa.string()),
+    ("path", pa.string()),
+    ("page", pa.int32()),
+    ("index", pa.int32()),
+    *_PIECE_FIELDS,
+    ("chars", pa.int32()),
+    ("tokens", pa.int32()),
+    ("chunker", pa.string()),
+    ("config_hash", pa.string()),
+    ("reader", pa.string()),
+    ("source_sha256", pa.string()),
+    ("run_id", pa.string()),
+])
+
+EMBEDDINGS = pa.schema([
+    ("chunk_id", pa.string()),
+    ("profile", pa.string()),
+    ("document_id", pa.string()),
+    ("model", pa.string()),
+    ("text_sha256", pa.string()),
+    ("vector", pa.list_(pa.float32())),
+])
+
+EMBEDDING_CACHE = pa.schema([
+    ("text_sha256", pa.string()),
+    ("vector", pa.list_(pa.float32())),
+])
+
+ERRORS = pa.schema([
+    ("document_id", pa.string()),
+    ("path", pa.string()),
+    ("stage", pa.string()),
+    ("error", pa.string()),
+    ("reason", pa.string()),
+    ("run_id", pa.string()),
+    ("at", pa.timestamp("us", tz="UTC")),
+])
+
+PUBLIC = {
+    "sources": SOURCES,
+    "pages": PAGES,
+    "page_lines": PAGE_LINES,
+    "claims": CLAIMS,
+    "chunks": CHUNKS,
+    "embeddings": EMBEDDINGS,
+    "errors": ERRORS,
+}
+
+
+def bbox_value(bbox) -> dict | None:
+    if bbox is None:
+        return None
+    x0, y0, x1, y1 = bbox
+    return {"x0": x0, "y0": y0, "x1": x1, "y1": y1}
+
+
+def bbox_tuple(value) -> tuple[float, float, float, float] | None:
+    if not value:
+        return None
+    return (value["x0"], value["y0"], value["x1"], value["y1"])

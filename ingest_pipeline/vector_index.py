@@ -1,0 +1,179 @@
+"""The LanceDB side: one table per profile, upserts by chunk id, full-text and hybrid search."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from ingest_pipeline.tables import BBOX
+
+_PROCESS_LOCK = threading.Lock()
+SEARCH_MODES = ("vector", "text", "hybrid")
+
+
+def table_name(profile: str) -> str:
+    return f"chunks_{profile}"
+
+
+def index_schema(dim: int) -> pa.Schema:
+    return pa.schema([
+        ("chunk_id", pa.string()),
+        ("document_id", pa.string()),
+        ("path", pa.string()),
+        ("profile", pa.string()),
+        ("page", pa.int32()),
+        ("index", pa.int32()),
+        ("label", pa.string()),
+        ("text", pa.string()),
+        ("bbox", BBOX),
+        ("bbox_reason", pa.string()),
+        ("role", pa.string()),
+        ("content_type", pa.string()),
+        ("header_path", pa.list_(pa.string())),
+        ("chunker", pa.string()),
+        ("config_hash", pa.string()),
+        ("reader", pa.string()),
+        ("source_sha256", pa.string()),
+        ("run_id", pa.string()),
+        ("vector", pa.list_(pa.float32(), dim)),
+    ])
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+class VectorIndex:
+    """LanceDB tables under one URI. Writers are serialized (concurrent upserts to one
+    table conflict): a lock per process and, on a local folder, a lock file."""
+
+    def __init__(self, uri: str, dim: int) -> None:
+        self.uri = uri
+        self.dim = dim
+        self._db = None
+
+    @property
+    def db(self):
+        if self._db is None:
+            import lancedb
+
+            if "://" not in self.uri:
+                os.makedirs(self.uri, exist_ok=True)
+            self._db = lancedb.connect(self.uri)
+        return self._db
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        with _PROCESS_LOCK:
+            if "://" in self.uri:
+                yield
+                return
+            import fcntl
+
+            os.makedirs(self.uri, exist_ok=True)
+            with open(os.path.join(self.uri, ".write.lock"), "w") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def tables(self) -> list[str]:
+        listing = self.db.list_tables()
+        names = getattr(listing, "tables", listing)
+        return sorted(names)
+
+    def open(self, profile: str, create: bool = False):
+        name = table_name(profile)
+        if name in self.tables():
+            return self.db.open_table(name)
+        if not create:
+            return None
+        return self.db.create_table(name, schema=index_schema(self.dim))
+
+    def sync_document(self, profile: str, document: str, rows: pa.Table) -> dict[str, int]:
+        """Upsert a document's rows by chunk id and delete its rows not in ``rows``."""
+        rows = rows.select(index_schema(self.dim).names).cast(index_schema(self.dim))
+        with self.writing():
+            table = self.open(profile, create=True)
+            before = table.count_rows(f"document_id = {_quote(document)}")
+            if rows.num_rows:
+                (
+                    table.merge_insert("chunk_id")
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                    .execute(rows)
+                )
+                keep = ", ".join(_quote(c) for c in rows.column("chunk_id").to_pylist())
+                table.delete(f"document_id = {_quote(document)} AND chunk_id NOT IN ({keep})")
+            else:
+                table.delete(f"document_id = {_quote(document)}")
+            after = table.count_rows(f"document_id = {_quote(document)}")
+        return {"rows_before": before, "rows": after}
+
+    def delete_document(self, document: str) -> int:
+        removed = 0
+        with self.writing():
+            for name in self.tables():
+                table = self.db.open_table(name)
+                n = table.count_rows(f"document_id = {_quote(document)}")
+                if n:
+                    table.delete(f"document_id = {_quote(document)}")
+                    removed += n
+        return removed
+
+    def refresh_text_index(self, profile: str) -> None:
+        from lancedb.index import FTS
+
+        with self.writing():
+            table = self.open(profile)
+            if table is not None and table.count_rows():
+                table.create_index("text", config=FTS(), replace=True)
+
+    def count(self, profile: str, document: str | None = None) -> int:
+        table = self.open(profile)
+        if table is None:
+            return 0
+        return table.count_rows(f"document_id = {_quote(document)}" if document else None)
+
+    def search(
+        self,
+        profile: str,
+        query: str,
+        vector: Sequence[float] | None,
+        k: int = 5,
+        mode: str = "hybrid",
+        where: str | None = None,
+    ) -> list[dict[str, Any]]:
+        if mode not in SEARCH_MODES:
+            raise ValueError(f"mode must be one of {SEARCH_MODES}")
+        table = self.open(profile)
+        if table is None or table.count_rows() == 0:
+            return []
+        if mode == "vector":
+            builder = table.search(list(vector), query_type="vector", vector_column_name="vector").metric("cosine")
+        elif mode == "text":
+            builder = table.search(query, query_type="fts", fts_columns="text")
+        else:
+            builder = (
+                table.search(query_type="hybrid", vector_column_name="vector", fts_columns="text")
+                .vector(list(vector))
+                .text(query)
+            )
+        if where:
+            builder = builder.where(where, prefilter=True)
+        hits = builder.limit(k).to_arrow().to_pylist()
+        for hit in hits:
+            hit.pop("vector", None)
+            if "_relevance_score" in hit:
+                hit["score"] = hit.pop("_relevance_score")
+            elif "_distance" in hit:
+                hit["score"] = 1.0 - hit.pop("_distance")
+            elif "_score" in hit:
+                hit["score"] = hit.pop("_score")
+        return hits
