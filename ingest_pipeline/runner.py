@@ -17,8 +17,8 @@ from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.stages import remove_document
 
 RUN_BATCH = 16
-# In-process runs log to the Dagster instance (the UI shows them); the terminal gets warnings only.
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# In-process runs log to the Dagster instance (the UI shows them); the terminal gets errors only.
+QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
 @dataclass

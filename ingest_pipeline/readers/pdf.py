@@ -32,7 +32,7 @@ def open_pdf(content: bytes, password: str | None = None):
             if password:
                 raise DocumentError("encrypted PDF: the supplied password is wrong") from None
             raise DocumentError(
-                "encrypted PDF: it needs a password (supply one with --password or passwords.toml)"
+                "encrypted PDF: it needs a password (put it in passwords.toml under the storage root)"
             ) from None
         raise DocumentError(f"PDFium cannot open it: {message}") from None
 

@@ -1,0 +1,38 @@
+# The two commands that matter on a fresh machine: `make run` and `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+DATA ?= data
+QUESTION ?= how much water do tomato plants need
+
+.PHONY: run test ui bench corpus clean-data
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+run: $(VENV)/.installed
+	$(BIN)/python -m ingest_pipeline.samples $(DATA)/sources
+	$(BIN)/ingest-pipeline --data $(DATA) ingest
+	$(BIN)/ingest-pipeline --data $(DATA) search "$(QUESTION)" -k 3
+	$(BIN)/ingest-pipeline --data $(DATA) query "select path, page, chunker, tokens, left(text, 50) as text from chunks order by path, page, \"index\" limit 10"
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest -q
+
+ui: $(VENV)/.installed
+	DAGSTER_HOME=$(abspath $(DATA))/dagster_home INGEST_DATA=$(abspath $(DATA)) $(BIN)/dagster dev -w workspace.yaml
+
+bench: $(VENV)/.installed
+	$(BIN)/python bench/ingest_bench.py
+
+corpus: $(VENV)/.installed
+	$(BIN)/ingest-pipeline --data /tmp/ingest-corpus ingest ../shared/corpus/files
+
+clean-data:
+	rm -rf $(DATA)/lake $(DATA)/lancedb $(DATA)/catalog.duckdb
+	find $(DATA)/dagster_home -mindepth 1 ! -name dagster.yaml -exec rm -rf {} +
