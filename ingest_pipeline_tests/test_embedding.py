@@ -1,0 +1,43 @@
+import numpy as np
+
+from ingest_pipeline.embedding import MiniLMEmbedder
+from ingest_pipeline.lake import Lake
+from ingest_pipeline.stages import EmbeddingCache
+
+
+def test_vectors_are_unit_length_and_384_wide(embedder):
+    vectors = embedder.embed(["a greenhouse in spring", "tomato yield per square metre"])
+    assert vectors.shape == (2, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_similar_sentences_are_closer_than_unrelated_ones(embedder):
+    a, b, c = embedder.embed(["A man is eating food.", "A man is eating a piece of bread.",
+                              "The girl is carrying a baby."])
+    assert float(a @ b) > 0.6 > float(a @ c)
+
+
+def test_batching_and_length_sorting_do_not_change_vectors(embedder):
+    texts = ["short", "a much longer sentence about irrigation valves and moisture sensors " * 3, "mid length text"]
+    together = embedder.embed(texts)
+    alone = np.stack([embedder.embed([t])[0] for t in texts])
+    assert np.allclose(together, alone, atol=1e-4)
+    small_batches = MiniLMEmbedder(batch_size=1)
+    assert np.allclose(small_batches.embed(texts), together, atol=1e-4)
+
+
+def test_token_counts_are_not_truncated(embedder):
+    short, long = embedder.count_tokens(["hello world", "word " * 600])
+    assert short == 4  # [CLS] hello world [SEP]
+    assert long > embedder.max_tokens
+
+
+def test_the_cache_returns_what_was_put(tmp_path):
+    lake = Lake(str(tmp_path / "lake"))
+    cache = EmbeddingCache(lake, "model-x")
+    assert cache.get(["aa"]) == {}
+    cache.put({"aa": np.ones(4, dtype=np.float32), "bb": np.zeros(4, dtype=np.float32)}, shard="s1")
+    cache.put({"cc": np.full(4, 2, dtype=np.float32)}, shard="s2")
+    found = cache.get(["aa", "cc", "zz"])
+    assert set(found) == {"aa", "cc"} and found["cc"][0] == 2
+    assert EmbeddingCache(lake, "model-y").get(["aa"]) == {}

@@ -1,0 +1,87 @@
+import os
+
+import pyarrow as pa
+import pytest
+
+from ingest_pipeline.catalog import VIEWS, build_catalog, query
+from ingest_pipeline.lake import Lake
+from ingest_pipeline.vector_index import VectorIndex, index_schema
+
+
+def test_lake_writes_atomically_and_replaces_exactly_one_file(tmp_path, monkeypatch):
+    lake = Lake(str(tmp_path / "lake"))
+    lake.write("pages", ("doc1",), pa.table({"a": [1]}), meta={"fingerprint": "f1"})
+    lake.write("pages", ("doc2",), pa.table({"a": [2]}))
+    assert lake.meta("pages", "doc1") == {"fingerprint": "f1"}
+
+    import pyarrow.parquet as pq
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("killed mid-write")
+
+    monkeypatch.setattr(pq, "write_table", explode)
+    with pytest.raises(RuntimeError):
+        lake.write("pages", ("doc1",), pa.table({"a": [99]}))
+    monkeypatch.undo()
+    assert lake.read("pages", "doc1").column("a").to_pylist() == [1]  # the old file survived whole
+    lake.write("pages", ("doc1",), pa.table({"a": [3]}))
+    assert lake.read("pages", "doc1").column("a").to_pylist() == [3]
+    assert lake.read("pages", "doc2").column("a").to_pylist() == [2]
+    assert lake.delete_document("doc1") == 1 and lake.read("pages", "doc1") is None
+
+
+def test_catalog_has_every_view_even_before_data(tmp_path):
+    lake = Lake(str(tmp_path / "lake"))
+    path = str(tmp_path / "catalog.duckdb")
+    counts = build_catalog(lake, path)
+    assert set(counts) == set(VIEWS) and all(n == 0 for n in counts.values())
+    import duckdb
+
+    con = duckdb.connect(path, read_only=True)
+    columns = [r[0] for r in con.execute("DESCRIBE chunks").fetchall()]
+    con.close()
+    for name in ("chunk_id", "label", "profile", "bbox", "bbox_reason", "chunker", "config_hash", "reader",
+                 "source_sha256", "run_id", "tokens", "header_path"):
+        assert name in columns
+    assert os.path.getsize(path) < 2_000_000  # views only
+
+
+def _rows(doc, ids, dim=4):
+    return pa.Table.from_pylist([{
+        "chunk_id": cid, "document_id": doc, "path": f"{doc}.txt", "profile": "default", "page": 1, "index": i,
+        "label": f"page:1/chunk:{i}", "text": f"text about {cid}", "bbox": None, "bbox_reason": "no_geometry",
+        "role": None, "content_type": None, "header_path": [], "chunker": "page@1", "config_hash": "h",
+        "reader": "text@1", "source_sha256": "s", "run_id": "r", "vector": [float(i + 1), 0.0, 0.0, 1.0],
+    } for i, cid in enumerate(ids)], schema=index_schema(dim))
+
+
+def test_lancedb_upserts_by_id_and_drops_stale_rows(tmp_path):
+    index = VectorIndex(str(tmp_path / "lancedb"), dim=4)
+    index.sync_document("default", "d1", _rows("d1", ["a", "b", "c"]))
+    index.sync_document("default", "d2", _rows("d2", ["x"]))
+    index.sync_document("default", "d1", _rows("d1", ["a", "b", "c"]))
+    assert index.count("default") == 4  # re-indexing leaves the count unchanged (T-E5)
+    index.sync_document("default", "d1", _rows("d1", ["a", "z"]))
+    table = index.open("default")
+    ids = sorted(table.to_arrow().column("chunk_id").to_pylist())
+    assert ids == ["a", "x", "z"]
+    assert index.delete_document("d1") == 2 and index.count("default") == 1
+
+
+def test_lancedb_search_modes(tmp_path):
+    index = VectorIndex(str(tmp_path / "lancedb"), dim=4)
+    index.sync_document("default", "d1", _rows("d1", ["apple", "banana", "cherry"]))
+    index.refresh_text_index("default")
+    text_hits = index.search("default", "banana", None, k=2, mode="text")
+    assert text_hits[0]["chunk_id"] == "banana"
+    vector_hits = index.search("default", "", [3.0, 0.0, 0.0, 1.0], k=1, mode="vector")
+    assert vector_hits[0]["chunk_id"] == "cherry"
+    hybrid = index.search("default", "apple", [1.0, 0.0, 0.0, 1.0], k=3, mode="hybrid")
+    assert hybrid[0]["chunk_id"] == "apple" and "score" in hybrid[0]
+    assert index.search("other", "apple", None, mode="text") == []
+
+
+def test_query_runs_sql_over_the_views(tmp_path):
+    lake = Lake(str(tmp_path / "lake"))
+    table = query(lake, "select count(*) as n from errors")
+    assert table.to_pylist() == [{"n": 0}]
