@@ -82,6 +82,14 @@ def attr(element: Any, name: str, default: str | None = None) -> str | None:
     return default
 
 
+def rel_attr(element: Any, name: str = "id") -> str | None:
+    """A relationship attribute (``r:id``, ``r:embed``, ...): namespaced, by local name."""
+    for key, value in element.attrib.items():
+        if key.startswith("{") and key.rsplit("}", 1)[-1] == name:
+            return value
+    return None
+
+
 class SafePackage:
     """A zip package read under :class:`PackageLimits`; parts are read and parsed on
     demand, and every byte inflated counts against the total."""
@@ -120,6 +128,7 @@ class SafePackage:
                 f"over the limit of {limits.max_total_bytes}"
             )
         self._lower = {name.lower(): name for name in self._infos}
+        self._rels: dict[str, dict[str, tuple[str, str, bool]]] = {}
 
     def _check_ratio(self, name: str, size: int, compressed: int) -> None:
         limits = self.limits
@@ -230,7 +239,14 @@ class SafePackage:
 
     def rels(self, part: str) -> dict[str, tuple[str, str, bool]]:
         """Relationships of ``part``: id -> (type, resolved target part, external)."""
-        directory, base = posixpath.split(part.lstrip("/"))
+        key = part.lstrip("/")
+        if key in self._rels:
+            return self._rels[key]
+        self._rels[key] = self._read_rels(key)
+        return self._rels[key]
+
+    def _read_rels(self, part: str) -> dict[str, tuple[str, str, bool]]:
+        directory, base = posixpath.split(part)
         rels_name = posixpath.join(directory, "_rels", base + ".rels")
         if not self.has(rels_name):
             return {}
