@@ -6,6 +6,9 @@ from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.readers.base import PageReader, ReadOptions
 from ingest_pipeline.readers.pdf import PdfTextReader
 from ingest_pipeline.readers.text import TextReader
+from ingest_pipeline.readers.docx import DocxReader
+from ingest_pipeline.readers.pptx import PptxReader
+from ingest_pipeline.readers.xlsx import Ole2Reader, XlsxReader
 
 
 class UnsupportedMediaType(Exception):
@@ -13,6 +16,7 @@ class UnsupportedMediaType(Exception):
 
 
 READERS: tuple[PageReader, ...] = (TextReader(), PdfTextReader())
+READERS += (PptxReader(), DocxReader(), XlsxReader(), Ole2Reader())
 
 
 def reader_for(media_type: str) -> PageReader:
