@@ -1,0 +1,90 @@
+"""docx@1: Word paragraphs and tables of each section, in document order.
+
+Each table is one chunk whose layout carries the cells (``gridSpan`` and ``vMerge`` as
+spans, each merged cell once); each paragraph is a chunk of its own (role ``heading``,
+``list_item``, ``paragraph``, ``textbox`` or ``footnote``) with the heading path above it.
+Vanished (hidden) text comes as separate pieces with ``bbox_reason=hidden``.
+"""
+
+from __future__ import annotations
+
+from ingest_pipeline import media_types as mt
+from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
+from ingest_pipeline.chunkers.grid import Grid, GridCell, paragraph_piece, split_text, table_pieces, with_reason
+from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
+
+
+class DocxConfig(ChunkerConfig):
+    max_chars: int = 2000
+
+
+class DocxChunker(BaseChunker):
+    id = "docx"
+    version = 1
+    summary = "a Word paragraph, or a table with its cells"
+    media_types = frozenset({mt.DOCX})
+    builtin = True
+    opt_in = True
+    Config = DocxConfig
+
+    def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
+        from ingest_pipeline.ooxml_safety import PackageError
+        from ingest_pipeline.readers.docx import load_docx
+
+        try:
+            sections = load_docx(content)
+        except PackageError:
+            return ()
+        readable = {p.page for p in pages if p.readable} if pages else None
+        answer = []
+        headings: list[tuple[int, str]] = []
+        for section in sections:
+            page = section.index + 1
+            pieces = self.section_pieces(section, headings)
+            if pieces and (readable is None or page in readable):
+                answer.append(PageChunks(page=page, pieces=tuple(pieces)))
+        return tuple(answer)
+
+    def section_pieces(self, section, headings: list[tuple[int, str]]) -> list[ChunkPiece]:
+        pieces: list[ChunkPiece] = []
+        max_chars = self.config.max_chars
+        tables = 0
+        for block in section.blocks:
+            path = tuple(text for _level, text in headings)
+            if block.table is not None:
+                table = block.table
+                grid = Grid(
+                    rows=table.rows,
+                    cols=table.cols,
+                    cells=[GridCell(r, c, text, rs, cs) for r, c, text, rs, cs in table.cells],
+                    header_rows=table.header_rows,
+                )
+                tables += 1
+                pieces.extend(table_pieces(grid, max_chars, header_path=path,
+                                           meta={"table_index": tables, "source": block.source}))
+                continue
+            text = block.text.strip()
+            if block.heading_level is not None and block.source == "body" and text:
+                while headings and headings[-1][0] >= block.heading_level:
+                    headings.pop()
+                headings.append((block.heading_level, " ".join(text.split())))
+                role = "heading"
+            elif block.source in ("textbox", "footnote", "endnote"):
+                role = "footnote" if block.source == "endnote" else block.source
+            elif block.list_item:
+                role = "list_item"
+            else:
+                role = "paragraph"
+            meta = {"style": block.style} if block.style else {}
+            if block.heading_level is not None:
+                meta["level"] = block.heading_level
+            for part in split_text(text, max_chars) if text else []:
+                piece = paragraph_piece(part, role=role, header_path=path, meta=meta)
+                if piece:
+                    pieces.append(piece)
+            hidden = block.hidden_text.strip()
+            if hidden:
+                piece = paragraph_piece(hidden, role=role, header_path=path, meta={**meta, "vanished": True})
+                if piece:
+                    pieces.append(with_reason(piece, "hidden"))
+        return pieces

@@ -1,0 +1,213 @@
+"""Tables as pieces, shared by the grid chunkers (delimited, xlsx, docx, pptx).
+
+A table is a grid of cells with spans; its piece text is one line per row, cells
+separated by tabs (tabs and newlines inside a cell escaped as ``\\t`` and ``\\n``), a
+spanned position rendered empty so no text is duplicated. A table longer than the
+configured size is cut into several pieces, each repeating the header rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ingest_pipeline.contract import BBox, ChunkPiece, Layout, TableCell, TableLayout
+
+
+@dataclass(frozen=True)
+class GridCell:
+    """A cell at its top-left grid position (0-based), with spans and optional box."""
+
+    row: int
+    col: int
+    text: str
+    row_span: int = 1
+    col_span: int = 1
+    bbox: BBox | None = None
+
+
+@dataclass
+class Grid:
+    """A table: its cells (origins only), size, header rows, and where it sits."""
+
+    rows: int
+    cols: int
+    cells: list[GridCell] = field(default_factory=list)
+    header_rows: int = 1
+    bbox: BBox | None = None
+    bbox_reason: str | None = "no_geometry"
+
+
+def escape_cell(text: str) -> str:
+    """A cell's text on one line: tabs and newlines inside it written as `` \\t `` and
+    `` \\n `` (spaced, so word tokenizers still see the words beside them)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
+    text = text.replace("\t", " \\t ").replace("\n", " \\n ")
+    return _squeeze(text)
+
+
+def _squeeze(text: str) -> str:
+    while "  " in text:
+        text = text.replace("  ", " ")
+    return text
+
+
+def render_rows(grid: Grid, rows: Sequence[int]) -> list[str]:
+    """The tab-separated line of each grid row in ``rows``."""
+    by_row: dict[int, dict[int, str]] = {}
+    for cell in grid.cells:
+        by_row.setdefault(cell.row, {})[cell.col] = cell.text
+    lines = []
+    for r in rows:
+        values = by_row.get(r, {})
+        lines.append("\t".join(escape_cell(values.get(c, "")) for c in range(grid.cols)))
+    return lines
+
+
+def _layout_for(grid: Grid, rows: Sequence[int], header_rows: int, role: str, with_cells: bool) -> Layout:
+    if not with_cells:
+        return Layout(role=role)
+    index = {r: i for i, r in enumerate(rows)}
+    chosen = set(rows)
+    cells = []
+    for cell in grid.cells:
+        if cell.row not in chosen:
+            continue
+        # A span crossing the end of this piece is cut at the piece's last row.
+        span = 1
+        while span < cell.row_span and (cell.row + span) in chosen and index[cell.row + span] == index[cell.row] + span:
+            span += 1
+        cells.append(
+            TableCell(
+                row=index[cell.row],
+                col=cell.col,
+                text=cell.text,
+                row_span=span,
+                col_span=cell.col_span,
+                bbox=cell.bbox,
+                header=cell.row < grid.header_rows,
+            )
+        )
+    return Layout(role=role, table=TableLayout(rows=len(rows), cols=grid.cols, cells=tuple(cells), header_rows=header_rows))
+
+
+def table_pieces(
+    grid: Grid,
+    max_chars: int,
+    *,
+    role: str = "table",
+    with_cells: bool = True,
+    header_path: tuple[str, ...] = (),
+    meta: Mapping[str, Any] | None = None,
+) -> list[ChunkPiece]:
+    """One piece for the table, or several of at most ~``max_chars`` each, every one
+    starting with the header rows. Rows are never cut; a row longer than the limit
+    makes a piece of its own."""
+    if grid.rows <= 0 or grid.cols <= 0:
+        return []
+    lines = render_rows(grid, range(grid.rows))
+    header_rows = max(0, min(grid.header_rows, grid.rows))
+    # Rows tied together by a vertical span stay in one piece.
+    tied_until = list(range(grid.rows))
+    for cell in grid.cells:
+        end = min(cell.row + cell.row_span - 1, grid.rows - 1)
+        for r in range(cell.row, end + 1):
+            tied_until[r] = max(tied_until[r], end)
+    total = sum(len(line) + 1 for line in lines)
+    groups: list[list[int]] = []
+    if total <= max_chars or header_rows >= grid.rows:
+        groups.append(list(range(grid.rows)))
+    else:
+        header = list(range(header_rows))
+        header_len = sum(len(lines[r]) + 1 for r in header)
+        current: list[int] = []
+        size = header_len
+        r = header_rows
+        while r < grid.rows:
+            end = r
+            while end < grid.rows - 1 and tied_until[end] > end:
+                end += 1
+            block = list(range(r, end + 1))
+            block_len = sum(len(lines[i]) + 1 for i in block)
+            if current and size + block_len > max_chars:
+                groups.append(header + current)
+                current, size = [], header_len
+            current.extend(block)
+            size += block_len
+            r = end + 1
+        if current or not groups:
+            groups.append(header + current)
+    pieces = []
+    for part, rows in enumerate(groups):
+        text = "\n".join(lines[r] for r in rows)
+        if not text.strip():
+            continue
+        piece_meta = dict(meta or {})
+        piece_meta.update({"table_rows": grid.rows, "table_cols": grid.cols, "part": part + 1, "parts": len(groups),
+                           "first_row": rows[header_rows] if len(rows) > header_rows and part > 0 else 0})
+        pieces.append(
+            ChunkPiece(
+                text=text,
+                bbox=grid.bbox,
+                bbox_reason=None if grid.bbox is not None else (grid.bbox_reason or "no_geometry"),
+                layout=_layout_for(grid, rows, header_rows, role, with_cells),
+                header_path=header_path,
+                content_type="table",
+                meta=piece_meta,
+            )
+        )
+    return pieces
+
+
+def paragraph_piece(
+    text: str,
+    *,
+    role: str = "paragraph",
+    bbox: BBox | None = None,
+    bbox_reason: str | None = "no_geometry",
+    header_path: tuple[str, ...] = (),
+    meta: Mapping[str, Any] | None = None,
+) -> ChunkPiece | None:
+    """A text piece, or None for whitespace-only text."""
+    if not text or not text.strip():
+        return None
+    return ChunkPiece(
+        text=text,
+        bbox=bbox,
+        bbox_reason=None if bbox is not None else (bbox_reason or "no_geometry"),
+        layout=Layout(role=role),
+        header_path=header_path,
+        content_type=role,
+        meta=dict(meta or {}),
+    )
+
+
+def with_reason(piece: ChunkPiece, reason: str) -> ChunkPiece:
+    """The piece without a box and with ``reason`` (e.g. ``hidden``)."""
+    return replace(piece, bbox=None, bbox_reason=reason)
+
+
+def split_text(text: str, max_chars: int) -> list[str]:
+    """Cut text longer than ``max_chars`` at line breaks, then spaces; never drops text."""
+    if len(text) <= max_chars:
+        return [text]
+    out: list[str] = []
+    current = ""
+    for line in text.split("\n"):
+        while len(line) > max_chars:
+            cut = line.rfind(" ", 0, max_chars)
+            cut = cut if cut > 0 else max_chars
+            if current:
+                out.append(current)
+                current = ""
+            out.append(line[:cut])
+            line = line[cut:].lstrip(" ")
+        if current and len(current) + 1 + len(line) > max_chars:
+            out.append(current)
+            current = line
+        else:
+            current = f"{current}\n{line}" if current else line
+    if current:
+        out.append(current)
+    return [part for part in out if part.strip()]
