@@ -1,0 +1,54 @@
+"""Running the real asset graph on a temporary DAGSTER_HOME, the way the CLI does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ingest_pipeline.definitions import INGEST_JOB, build_definitions
+from ingest_pipeline.documents import collect, save_inventory
+from ingest_pipeline.instance import instance_for
+from ingest_pipeline.partitions import DOCUMENTS
+from ingest_pipeline.pipeline import pipeline_for
+from ingest_pipeline.resources import IngestResource
+from ingest_pipeline.runner import QUIET
+from ingest_pipeline.sensors import range_tags
+
+
+def fresh_pipeline(data_dir: Path):
+    pipeline_for.cache_clear()
+    return pipeline_for(str(data_dir))
+
+
+def register(pipeline, instance, paths=None) -> list[str]:
+    entries = collect(pipeline.settings, paths or [pipeline.settings.source_root])
+    save_inventory(pipeline.lake, entries)
+    keys = [e.document_id for e in entries]
+    new = [k for k in keys if not instance.has_dynamic_partition(DOCUMENTS, k)]
+    if new:
+        instance.add_dynamic_partitions(DOCUMENTS, new)
+    return keys
+
+
+def run_batch(pipeline, instance, keys: list[str]):
+    """One run over a contiguous range of partitions, in process."""
+    ordered = instance.get_dynamic_partitions(DOCUMENTS)
+    positions = sorted(ordered.index(k) for k in keys)
+    assert positions == list(range(positions[0], positions[0] + len(positions))), "keys must be contiguous"
+    defs = build_definitions(pipeline.settings)
+    return defs.resolve_job_def(INGEST_JOB).execute_in_process(
+        instance=instance, tags=range_tags(ordered[positions[0]], ordered[positions[-1]]),
+        resources={"ingest": IngestResource(data=pipeline.settings.data)}, run_config=QUIET,
+        raise_on_error=False)
+
+
+def materializations(result) -> dict[str, dict]:
+    """Asset key -> metadata values of the run's (first partition's) materialization."""
+    out = {}
+    for event in result.get_asset_materialization_events():
+        mat = event.event_specific_data.materialization
+        out.setdefault(mat.asset_key.to_user_string(), {k: v.value for k, v in mat.metadata.items()})
+    return out
+
+
+def temporary_instance(data_dir: Path):
+    return instance_for(str(data_dir / "dagster_home"))

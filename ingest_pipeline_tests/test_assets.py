@@ -1,0 +1,140 @@
+"""The asset graph through Dagster: real instance on a temporary DAGSTER_HOME, real lake,
+LanceDB, DuckDB and the real model."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from dagster import AssetKey
+
+from ingest_pipeline.catalog import query
+from ingest_pipeline.definitions import build_definitions
+from ingest_pipeline.registry import ChunkerRegistry
+from ingest_pipeline.settings import load_settings
+from ingest_pipeline_tests.chunker_doubles import THIRD_PARTY_SOURCE, install_distribution
+from ingest_pipeline_tests.conftest import pdf_bytes, write
+from ingest_pipeline_tests.dagster_helpers import (
+    fresh_pipeline,
+    materializations,
+    register,
+    run_batch,
+    temporary_instance,
+)
+
+SIZED_SOURCE = '''
+from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
+from ingest_pipeline.contract import ChunkPiece, PageChunks
+
+
+class SizedConfig(ChunkerConfig):
+    size: int = 40
+
+
+class SizedChunker(BaseChunker):
+    id = "sized"
+    version = 1
+    summary = "slices of plain text"
+    Config = SizedConfig
+
+    def chunk(self, content, media_type, pages):
+        if media_type != "text/plain":
+            return ()
+        return tuple(PageChunks(page=p.page, pieces=tuple(
+            ChunkPiece(text=p.text[i:i + self.config.size], bbox_reason="no_geometry")
+            for i in range(0, len(p.text), self.config.size))) for p in pages if p.status == "read")
+'''
+
+
+def test_graph_has_every_node_and_one_chunk_asset_per_installed_version(data_dir):
+    settings = load_settings(data_dir)
+    defs = build_definitions(settings)
+    keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert {"sources", "pages", "chunk_map/default", "embeddings/default", "lancedb/default", "catalog"} <= keys
+    registry = ChunkerRegistry.discover()
+    for info in registry.infos():
+        assert f"chunks/{info.asset_name}" in keys
+        spec = defs.resolve_assets_def(AssetKey(["chunks", info.asset_name]))
+        assert spec.code_versions_by_key[AssetKey(["chunks", info.asset_name])] == f"{info.version}:{info.config_hash}"
+    assert defs.resolve_sensor_def("source_files_sensor") is not None
+
+
+def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(data_dir, sample_sources):
+    write(sample_sources / "broken.pdf", b"%PDF-1.7\n" + b"\x00garbage" * 50)
+    write(sample_sources / "empty.pdf", b"")
+    pipeline = fresh_pipeline(data_dir)
+    instance = temporary_instance(data_dir)
+    keys = register(pipeline, instance)
+    assert len(keys) == 6
+    result = run_batch(pipeline, instance, keys)
+    assert result.success  # T-E3: one run for six partitions, failures recorded per document
+    meta = materializations(result)
+    assert meta["sources"]["documents"] == 6
+    assert meta["pages"]["documents_failed"] == 2
+    lake = pipeline.lake
+    errors = query(lake, "select path, stage, reason from errors order by path").to_pylist()
+    assert [(e["path"], e["stage"]) for e in errors] == [("broken.pdf", "pages"), ("empty.pdf", "pages")]
+    assert all(e["reason"] for e in errors)
+    per_doc = {r["path"]: r["n"] for r in query(
+        lake, "select path, count(*) as n from chunks where profile = 'default' group by path").to_pylist()}
+    assert set(per_doc) == {"greenhouse_report.pdf", "greenhouse_handbook.md", "supplier_prices.csv",
+                            "maintenance_notes.txt"}
+    lineage = query(lake, "select c.chunk_id, c.source_sha256, s.sha256, c.reader, c.chunker, c.run_id "
+                          "from chunks c join sources s using (document_id)").to_pylist()
+    assert all(r["source_sha256"] == r["sha256"] and r["reader"] and r["chunker"] for r in lineage)
+    assert {r["run_id"] for r in lineage} == {result.run_id}
+    embedded = query(lake, "select count(*) as n from embeddings").to_pylist()[0]["n"]
+    assert embedded == len(lineage) == pipeline.index.count("default")
+    assert meta["lancedb/default"]["table_rows"] == len(lineage)
+    checks = {e.check_name: e.passed
+              for e in result.get_asset_check_evaluations()}
+    assert checks["valid_boxes"] and checks["unique_chunk_ids"] and checks["rows_match_parquet"]
+
+
+def test_a_second_run_gives_identical_ids_and_embeds_nothing(data_dir, sample_sources):  # T-E1
+    pipeline = fresh_pipeline(data_dir)
+    instance = temporary_instance(data_dir)
+    keys = register(pipeline, instance)
+    first = run_batch(pipeline, instance, keys)
+    ids_before = query(pipeline.lake, "select chunk_id from chunks order by chunk_id").to_pylist()
+    assert materializations(first)["embeddings/default"]["texts_embedded"] > 0
+    second = run_batch(pipeline, instance, keys)
+    meta = materializations(second)
+    assert meta["embeddings/default"]["texts_embedded"] == 0
+    assert meta["sources"]["documents_unchanged"] == len(keys)
+    assert query(pipeline.lake, "select chunk_id from chunks order by chunk_id").to_pylist() == ids_before
+
+
+def test_a_third_party_chunker_gets_an_asset_and_a_config_change_new_ids_for_its_documents_only(
+        data_dir, sample_sources, tmp_path, monkeypatch):  # T-E2
+    site = install_distribution(tmp_path / "site", "acme_sized", SIZED_SOURCE, {"sized": "acme_sized:SizedChunker"})
+    monkeypatch.syspath_prepend(str(site))
+    pipeline = fresh_pipeline(data_dir)
+    keys = {k.to_user_string() for k in build_definitions(pipeline.settings).resolve_asset_graph().get_all_asset_keys()}
+    assert "chunks/sized_v1" in keys
+    instance = temporary_instance(data_dir)
+    docs = register(pipeline, instance)
+    run_batch(pipeline, instance, docs)
+    sql = "select path, chunker, chunk_id from chunks order by path, page, \"index\""
+    before = query(pipeline.lake, sql).to_pylist()
+    assert {r["chunker"] for r in before if r["path"] == "maintenance_notes.txt"} == {"sized@1"}
+    (data_dir / "ingest_pipeline.toml").write_text('[chunkers."sized@1"]\nsize = 25\n')
+    pipeline = fresh_pipeline(data_dir)
+    result = run_batch(pipeline, instance, docs)
+    after = query(pipeline.lake, sql).to_pylist()
+    notes_before = [r["chunk_id"] for r in before if r["path"] == "maintenance_notes.txt"]
+    notes_after = [r["chunk_id"] for r in after if r["path"] == "maintenance_notes.txt"]
+    assert len(notes_after) > len(notes_before) and not set(notes_after) & set(notes_before)
+    others = lambda rows: [r for r in rows if r["path"] != "maintenance_notes.txt"]  # noqa: E731
+    assert others(after) == others(before)
+    meta = materializations(result)
+    assert meta["pages"]["documents_unchanged"] == len(docs)  # unrelated steps stay cached
+
+
+def test_the_code_location_loads_for_dagster(data_dir):
+    root = Path(__file__).resolve().parents[1]
+    env = {"INGEST_DATA": str(data_dir), "DAGSTER_HOME": str(data_dir / "dagster_home"), "PATH": "/usr/bin:/bin"}
+    (data_dir / "dagster_home").mkdir(exist_ok=True)
+    out = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w",
+                          str(root / "workspace.yaml")], cwd=root, env=env, capture_output=True, text=True,
+                         timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
