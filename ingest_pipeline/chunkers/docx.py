@@ -50,6 +50,9 @@ class DocxChunker(BaseChunker):
         max_chars = self.config.max_chars
         tables = 0
         for block in section.blocks:
+            if block.heading_level is not None and block.source == "body" and block.text.strip():
+                while headings and headings[-1][0] >= block.heading_level:
+                    headings.pop()
             path = tuple(text for _level, text in headings)
             if block.table is not None:
                 table = block.table
@@ -61,12 +64,11 @@ class DocxChunker(BaseChunker):
                 )
                 tables += 1
                 pieces.extend(table_pieces(grid, max_chars, header_path=path,
-                                           meta={"table_index": tables, "source": block.source}))
+                                           meta={"table_index": tables, "source": block.source,
+                                                 "nested": block.nested}))
                 continue
             text = block.text.strip()
             if block.heading_level is not None and block.source == "body" and text:
-                while headings and headings[-1][0] >= block.heading_level:
-                    headings.pop()
                 headings.append((block.heading_level, " ".join(text.split())))
                 role = "heading"
             elif block.source in ("textbox", "footnote", "endnote"):

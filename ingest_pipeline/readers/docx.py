@@ -54,6 +54,7 @@ class DocBlock:
     list_item: bool = False
     source: str = "body"  # body | textbox | footnote | endnote
     table: TableData | None = None
+    nested: bool = False
 
     def plain(self) -> str:
         return self.table.text() if self.table is not None else self.text
@@ -68,9 +69,119 @@ class DocSection:
         return "\n".join(b.plain() for b in self.blocks if b.plain().strip())
 
 
+def _roman(n: int) -> str:
+    out = ""
+    for value, letters in ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"),
+                           (50, "l"), (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i")):
+        while n >= value:
+            out += letters
+            n -= value
+    return out
+
+
+def _letters(n: int) -> str:
+    out = ""
+    while n > 0:
+        n, rem = divmod(n - 1, 26)
+        out = chr(97 + rem) + out
+    return out
+
+
+def _format_number(n: int, fmt: str) -> str:
+    if fmt in ("lowerLetter",):
+        return _letters(n)
+    if fmt == "upperLetter":
+        return _letters(n).upper()
+    if fmt == "lowerRoman":
+        return _roman(n)
+    if fmt == "upperRoman":
+        return _roman(n).upper()
+    if fmt in ("none", "bullet"):
+        return ""
+    return str(n)
+
+
+class _Numbering:
+    """List and heading numbers as Word renders them (``1.2``, ``a)``, ``iv.``);
+    bullets give no label. Counters run per list instance."""
+
+    def __init__(self, package, main: str) -> None:
+        self.levels: dict[str, dict[int, tuple[int, str, str]]] = {}  # numId -> ilvl -> (start, fmt, text)
+        self.counters: dict[str, dict[int, int]] = {}
+        for rtype, target, external in package.rels(main).values():
+            if not external and rtype.endswith("/numbering") and package.has(target):
+                self._load(package.xml(target))
+
+    def _load(self, root) -> None:
+        abstract: dict[str, dict[int, tuple[int, str, str]]] = {}
+        for node in root:
+            if localname(node) != "abstractNum":
+                continue
+            levels = {}
+            for lvl in node:
+                if localname(lvl) != "lvl":
+                    continue
+                start, fmt, text = 1, "decimal", ""
+                for prop in lvl:
+                    pname = localname(prop)
+                    if pname == "start":
+                        start = _int(attr(prop, "val"), 1)
+                    elif pname == "numFmt":
+                        fmt = attr(prop, "val") or "decimal"
+                    elif pname == "lvlText":
+                        text = attr(prop, "val") or ""
+                levels[_int(attr(lvl, "ilvl"), 0)] = (start, fmt, text)
+            abstract[attr(node, "abstractNumId") or ""] = levels
+        for node in root:
+            if localname(node) != "num":
+                continue
+            ref = next((attr(c, "val") for c in node if localname(c) == "abstractNumId"), None)
+            levels = dict(abstract.get(ref or "", {}))
+            for override in node:
+                if localname(override) != "lvlOverride":
+                    continue
+                ilvl = _int(attr(override, "ilvl"), 0)
+                for prop in override:
+                    if localname(prop) == "startOverride" and ilvl in levels:
+                        start, fmt, text = levels[ilvl]
+                        levels[ilvl] = (_int(attr(prop, "val"), start), fmt, text)
+            self.levels[attr(node, "numId") or ""] = levels
+
+    def label(self, num_id: str, ilvl: int) -> str:
+        levels = self.levels.get(num_id)
+        if not levels or ilvl not in levels:
+            return ""
+        counters = self.counters.setdefault(num_id, {})
+        start = levels[ilvl][0]
+        counters[ilvl] = counters.get(ilvl, start - 1) + 1
+        for deeper in [k for k in counters if k > ilvl]:
+            del counters[deeper]
+        fmt_level = levels[ilvl]
+        if fmt_level[1] in ("bullet", "none"):
+            return ""
+        text = fmt_level[2]
+        for level in range(9):
+            token = f"%{level + 1}"
+            if token in text:
+                lv = levels.get(level, (1, "decimal", ""))
+                value = counters.get(level, lv[0])
+                text = text.replace(token, _format_number(value, lv[1]))
+        return text.strip()
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
 class _Walker:
-    def __init__(self, styles: dict[str, str]) -> None:
+    def __init__(self, styles: dict[str, str], style_numbering: dict[str, tuple[str | None, int | None]] | None = None,
+                 numbering: _Numbering | None = None) -> None:
         self.styles = styles
+        self.style_numbering = style_numbering or {}
+        self.numbering = numbering
         self.sections: list[DocSection] = [DocSection(0)]
 
     @property
@@ -88,7 +199,9 @@ class _Walker:
                     self.sections.append(DocSection(len(self.sections)))
                     out = self.current.blocks
             elif name == "tbl":
-                out.append(DocBlock(kind="table", table=self.table(child), source=source))
+                data, nested = self.table(child)
+                out.append(DocBlock(kind="table", table=data, source=source))
+                out.extend(nested)
             elif name in _WRAPPERS:
                 before = len(self.sections)
                 self.blocks(child, out, source, top)
@@ -114,6 +227,8 @@ class _Walker:
         style_id = ""
         numbered = False
         outline = None
+        num_id: str | None = None
+        ilvl: int | None = None
         for child in p:
             if localname(child) == "pPr":
                 for prop in child:
@@ -122,18 +237,34 @@ class _Walker:
                         style_id = attr(prop, "val") or ""
                     elif pname == "numPr":
                         numbered = True
+                        for item in prop:
+                            if localname(item) == "numId":
+                                num_id = attr(item, "val")
+                            elif localname(item) == "ilvl":
+                                ilvl = _int(attr(item, "val"), 0)
                     elif pname == "outlineLvl":
                         try:
                             outline = int(attr(prop, "val") or "9") + 1
                         except ValueError:
                             outline = None
         style = self.styles.get(style_id, style_id)
+        style_num = self.style_numbering.get(style_id, (None, None))
+        if num_id is None:
+            num_id = style_num[0]
+        if ilvl is None:
+            ilvl = style_num[1] or 0
+        label = ""
+        if self.numbering is not None and num_id and num_id != "0" and "".join(visible).strip():
+            label = self.numbering.label(num_id, ilvl)
+            numbered = True
+        if label:
+            visible.insert(0, label + " ")
         level = None
         match = _HEADING.match(style.strip())
         if match:
             level = int(match.group(1))
         elif style.strip().lower() == "title":
-            level = 1
+            level = 0
         elif outline is not None and outline <= 9:
             level = outline
         out.append(DocBlock(
@@ -205,18 +336,22 @@ class _Walker:
             elif name in _WRAPPERS:
                 yield from self._cells(child)
 
-    def cell_text(self, tc) -> str:
+    def cell_text(self, tc, nested: list[DocBlock]) -> str:
+        """A cell's paragraph text; tables nested in it go to ``nested`` (chunked after
+        the outer table, so no text is there twice)."""
         inner: list[DocBlock] = []
         self.blocks(tc, inner, "cell")
         parts = []
         for block in inner:
             if block.table is not None:
-                parts.append(block.table.text())
+                block.nested = True
+                nested.append(block)
             elif block.text.strip():
                 parts.append(block.text.strip())
         return "\n".join(parts)
 
-    def table(self, tbl) -> TableData:
+    def table(self, tbl) -> tuple[TableData, list[DocBlock]]:
+        nested: list[DocBlock] = []
         grid_cols = 0
         for child in tbl:
             if localname(child) == "tblGrid":
@@ -258,7 +393,7 @@ class _Walker:
                                 vmerge = attr(prop, "val") or "continue"
                             elif pname == "hMerge":
                                 hmerge = (attr(prop, "val") or "continue") == "continue"
-                row.append((col, span, vmerge, self.cell_text(tc), hmerge))
+                row.append((col, span, vmerge, self.cell_text(tc, nested), hmerge))
                 col += span
             raw_rows.append(row)
         cols = max([grid_cols] + [c + s for row in raw_rows for c, s, *_ in row] + [0])
@@ -285,12 +420,13 @@ class _Walker:
                 for c in range(col, col + span):
                     open_by_col.pop(c, None)
                 open_by_col[col] = cell
-        return TableData(
+        data = TableData(
             rows=len(raw_rows),
             cols=cols,
             cells=[tuple(c) for c in cells],
             header_rows=header_rows or 1,
         )
+        return data, nested
 
 
 class _Wrap:
@@ -303,8 +439,12 @@ class _Wrap:
         return iter((self._element,))
 
 
-def _styles(package, main: str) -> dict[str, str]:
+def _styles(package, main: str) -> tuple[dict[str, str], dict[str, tuple[str | None, int | None]]]:
+    """Style names by id, and the numbering (numId, ilvl) a paragraph style carries,
+    following ``basedOn``."""
     names: dict[str, str] = {}
+    own: dict[str, tuple[str | None, int | None]] = {}
+    based: dict[str, str] = {}
     for rtype, target, external in package.rels(main).values():
         if not external and rtype.endswith("/styles") and package.has(target):
             for style in package.xml(target):
@@ -312,9 +452,27 @@ def _styles(package, main: str) -> dict[str, str]:
                     continue
                 sid = attr(style, "styleId") or ""
                 for child in style:
-                    if localname(child) == "name":
+                    cname = localname(child)
+                    if cname == "name":
                         names[sid] = attr(child, "val") or sid
-    return names
+                    elif cname == "basedOn":
+                        based[sid] = attr(child, "val") or ""
+                    elif cname == "pPr":
+                        for prop in child:
+                            if localname(prop) == "numPr":
+                                num_id = next((attr(c, "val") for c in prop if localname(c) == "numId"), None)
+                                ilvl = next((_int(attr(c, "val"), 0) for c in prop if localname(c) == "ilvl"), None)
+                                own[sid] = (num_id, ilvl)
+    numbering: dict[str, tuple[str | None, int | None]] = {}
+    for sid in names:
+        seen = set()
+        cursor: str | None = sid
+        while cursor and cursor not in seen and cursor not in own:
+            seen.add(cursor)
+            cursor = based.get(cursor)
+        if cursor in own:
+            numbering[sid] = own[cursor]
+    return names, numbering
 
 
 def load_docx(content: bytes, limits: PackageLimits = DEFAULT_LIMITS) -> list[DocSection]:
@@ -327,7 +485,8 @@ def load_docx(content: bytes, limits: PackageLimits = DEFAULT_LIMITS) -> list[Do
     body = next((c for c in root if localname(c) == "body"), None)
     if body is None:
         raise PackageError(f"not a Word document: {main} has no body")
-    walker = _Walker(_styles(package, main))
+    names, style_numbering = _styles(package, main)
+    walker = _Walker(names, style_numbering, _Numbering(package, main))
     walker.blocks(body, walker.current.blocks, "body", top=True)
     sections = walker.sections
     # A body ends with its sectPr; a trailing section opened by the last paragraph's
