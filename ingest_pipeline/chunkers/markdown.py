@@ -623,9 +623,13 @@ _INLINE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1"), r"\2"),
     (re.compile(r"(\*|_)(?=\S)(.+?)(?<=\S)\1"), r"\2"),
     (re.compile(r"~~(?=\S)(.+?)(?<=\S)~~"), r"\1"),
-    (re.compile(r"\\([!-/:-@\[-`{-~])"), r"\1"),
     (re.compile(r"\s+"), " "),
 )
+
+
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+_PARK = 0xF0000  # a private-use plane
+_PARKED = re.compile("[\U000F0021-\U000F007E]")
 
 
 def plain_text(markdown: str) -> str:
@@ -633,8 +637,13 @@ def plain_text(markdown: str) -> str:
     and italic markers removed, backslash escapes resolved."""
     text = markdown
     if any(ch in text for ch in "[]!<`*_~\\\n\t"):
+        escaped = "\\" in text
+        if escaped:  # park escaped characters where no markup rule can see them
+            text = _ESCAPE.sub(lambda m: chr(_PARK + ord(m.group(1))), text)
         for pattern, repl in _INLINE_RULES:
             text = pattern.sub(repl, text)
+        if escaped:
+            text = _PARKED.sub(lambda m: chr(ord(m.group(0)) - _PARK), text)
     return text.strip()
 
 
@@ -715,7 +724,7 @@ def hard_split(text: str, start: int, end: int, budget: int) -> list[tuple[int, 
 DEFAULT_SKIP_HEADINGS = frozenset(
     {"indice", "sommario", "bibliografia", "ringraziamenti", "abbreviazioni"}
 )
-_NUMBERING = re.compile(r"^(?:(?:[0-9]+|[ivxlcdm]+|[a-z])[.)]\s*)+|^[0-9]+(?:\.[0-9]+)*\s+")
+_NUMBERING = re.compile(r"^(?:(?:[0-9]+(?:\.[0-9]+)*[.)]?|[ivxlcdm]+[.)]|[a-z][.)])\s*)+")
 
 
 def normalize_heading(text: str) -> str:
