@@ -41,6 +41,10 @@ class StageError(Exception):
     """A per-document failure with a one-line reason."""
 
 
+class NoChunks(StageError):
+    """The chunk map of a document is empty; the reason says what its pages were."""
+
+
 class UpstreamMissing(Exception):
     """A stage's input is absent because an earlier stage failed for this document."""
 
@@ -348,6 +352,8 @@ def build_chunk_map(
     fingerprint = _fingerprint(STAGE_VERSIONS["chunks"], profile.name, pages_fp, claim_fps, embedder.model_id)
     previous = lake.meta("chunks", profile.name, document)
     if previous and previous.get("fingerprint") == fingerprint:
+        if previous.get("no_chunks"):
+            raise NoChunks(previous["no_chunks"])
         return Outcome(document, "unchanged", previous.get("summary", {}))
     chunk_map = merge_claims(document, pages, claims)
     readers = {p.page: p.reader for p in pages}
@@ -369,9 +375,28 @@ def build_chunk_map(
         by_chunker[chunk.chunker] = by_chunker.get(chunk.chunker, 0) + 1
     summary = {"chunks": len(rows), "by_chunker": by_chunker, "dropped": chunk_map.dropped,
                "failed_chunkers": [c.chunker for c in claims if c.error]}
+    no_chunks = None if rows else _why_no_chunks(pages, summary)
     lake.write("chunks", (profile.name, document), pa.Table.from_pylist(rows, schema=tables.CHUNKS),
-               meta={"fingerprint": fingerprint, "summary": summary, "order": [i.ref for i in order]})
+               meta={"fingerprint": fingerprint, "summary": summary, "order": [i.ref for i in order],
+                     "no_chunks": no_chunks})
+    if no_chunks:
+        raise NoChunks(no_chunks)
     return Outcome(document, "new", summary)
+
+
+def _why_no_chunks(pages: Sequence[PageOutput], summary: dict[str, Any]) -> str:
+    """Say why a document yields no chunk, from its pages' verdicts."""
+    statuses: dict[str, int] = {}
+    for page in pages:
+        statuses[page.status] = statuses.get(page.status, 0) + 1
+    parts = [f"{n} {status}" for status, n in sorted(statuses.items())]
+    reasons = sorted({p.reason for p in pages if p.reason and p.status in ("failed", "unreadable")})
+    text = f"no chunks: {len(pages)} page(s), " + ", ".join(parts or ["none"])
+    if reasons:
+        text += " (" + "; ".join(reasons)[:200] + ")"
+    if summary.get("failed_chunkers"):
+        text += "; chunkers that raised: " + ", ".join(summary["failed_chunkers"])
+    return text
 
 
 # ---------------------------------------------------------------- embeddings

@@ -1,0 +1,97 @@
+"""The command line end to end on ../shared/corpus: real files, a subprocess per command."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
+
+CLI = str(Path(sys.executable).parent / "ingest-pipeline")
+
+
+def cli(data: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    out = subprocess.run([CLI, "--data", str(data), *args], capture_output=True, text=True, timeout=timeout)
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+def as_json(out: subprocess.CompletedProcess):
+    return json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def corpus_run(tmp_path_factory):
+    data = tmp_path_factory.mktemp("corpus") / "data"
+    first = as_json(cli(data, "ingest", str(CORPUS / "files"), "--json"))
+    ids = as_json(cli(data, "query", "select chunk_id from chunks order by chunk_id", "--json"))
+    second = as_json(cli(data, "ingest", str(CORPUS / "files"), "--json"))
+    return data, first, second, ids
+
+
+@requires_corpus
+def test_every_corpus_file_is_chunked_or_listed_with_a_reason(corpus_run):
+    data, first, _, _ = corpus_run
+    files = sorted(p for p in (CORPUS / "files").rglob("*") if p.is_file())
+    assert first["documents"] == len(files) == 62
+    assert first["new"] + first["failed"] == 62
+    for path, errors in first["failures"].items():
+        assert errors and all(e["reason"] for e in errors), path
+    chunked = as_json(cli(data, "query", "select distinct path from chunks", "--json"))
+    failed = set(first["failures"])
+    assert {r["path"] for r in chunked} | failed == {str(p.relative_to(CORPUS)) for p in files}
+    count = as_json(cli(data, "query", "select count(*) as n from chunks", "--json"))[0]["n"]
+    assert count > 0
+
+
+@requires_corpus
+def test_a_second_ingest_gives_identical_ids_and_embeds_nothing(corpus_run):
+    data, first, second, ids = corpus_run
+    assert second["texts_embedded"] == 0
+    assert second["unchanged"] == 62 - second["failed"]
+    assert second["failed"] == first["failed"]
+    assert as_json(cli(data, "query", "select chunk_id from chunks order by chunk_id", "--json")) == ids
+
+
+@requires_corpus
+def test_search_hits_name_document_page_and_chunker(corpus_run):
+    data, *_ = corpus_run
+    hits = as_json(cli(data, "search", "history of the word processor", "-k", "3", "--json"))
+    assert hits and hits[0]["path"] == "files/pdf/docling__multi_page.pdf"
+    for hit in hits:
+        assert hit["page"] >= 1 and hit["chunker"] and hit["chunk_id"] and hit["document_id"]
+    text_hits = as_json(cli(data, "search", "word processor", "--mode", "text", "--json"))
+    assert text_hits and any("word processor" in h["text"].lower() for h in text_hits)
+    shown = cli(data, "search", "history of the word processor", "-k", "1").stdout
+    assert "docling__multi_page.pdf" in shown and "page" in shown
+
+
+@requires_corpus
+def test_inspect_and_chunkers_show_lineage(corpus_run):
+    data, *_ = corpus_run
+    doc = as_json(cli(data, "inspect", "files/pdf/docling__multi_page.pdf", "--json"))
+    assert doc["source"]["sha256"] and doc["pages"] and doc["chunks"]
+    assert all(c["chunker"] and c["config_hash"] and c["run_id"] for c in doc["chunks"])
+    listed = as_json(cli(data, "chunkers", "--json"))
+    page = next(c for c in listed if c["chunker"] == "page@1")
+    assert page["fallback"] and page["default"]
+
+
+def test_a_removed_file_loses_its_rows_on_the_next_ingest(tmp_path, sample_sources):
+    data = sample_sources.parent
+    folder = tmp_path / "drop"
+    shutil.copytree(sample_sources, folder)
+    cli(data, "ingest", str(folder))
+    before = as_json(cli(data, "query", "select distinct path from chunks", "--json"))
+    assert "drop/maintenance_notes.txt" in {r["path"] for r in before}
+    (folder / "maintenance_notes.txt").unlink()
+    report = as_json(cli(data, "ingest", str(folder), "--json"))
+    assert report["removed_documents"] == ["drop/maintenance_notes.txt"]
+    after = as_json(cli(data, "query", "select distinct path from chunks", "--json"))
+    assert "drop/maintenance_notes.txt" not in {r["path"] for r in after}
+    hits = as_json(cli(data, "search", "hinge squeaks spare key pesticide store", "--mode", "text", "--json"))
+    assert all(h["path"] != "drop/maintenance_notes.txt" for h in hits)
