@@ -1,0 +1,382 @@
+"""PDF chunkers: pdf@1 visual lines (and rendered pages), pdf@2 paragraphs, pdf@3 ruled
+tables. They reopen the bytes with PDFium (the reader's text carries no geometry)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pydantic import Field
+
+from ingest_pipeline import media_types as mt
+from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
+from ingest_pipeline.contract import (
+    ChunkPiece,
+    Layout,
+    PageChunks,
+    PageOutput,
+    TableCell,
+    TableLayout,
+)
+
+log = logging.getLogger(__name__)
+
+_UNREAD = ("failed", "unreadable")
+
+
+def chunk_dpi() -> float:
+    """Rendering DPI from ``INGEST_CHUNK_DPI`` (default 120)."""
+    from ingest_pipeline.pdf_layout import DEFAULT_DPI, DPI_ENV
+
+    try:
+        dpi = float(os.environ.get(DPI_ENV, "") or DEFAULT_DPI)
+    except ValueError:
+        return DEFAULT_DPI
+    return dpi if 1.0 <= dpi <= 1200.0 else DEFAULT_DPI
+
+
+@contextmanager
+def opened_pdf(content: bytes) -> Iterator[object | None]:
+    """The document under PDFIUM_LOCK (None if it will not open), closed afterwards.
+    The password comes from the pipeline's CURRENT_PASSWORD context variable."""
+    from ingest_pipeline.readers.base import CURRENT_PASSWORD
+    from ingest_pipeline.readers.pdf import PDFIUM_LOCK, DocumentError, open_pdf
+
+    with PDFIUM_LOCK:
+        try:
+            pdf = open_pdf(content, CURRENT_PASSWORD.get())
+        except DocumentError:
+            pdf = None
+        except Exception:  # noqa: BLE001 - bytes PDFium chokes on are "not mine" (B18)
+            log.debug("PDFium could not open the bytes", exc_info=True)
+            pdf = None
+        try:
+            yield pdf
+        finally:
+            if pdf is not None:
+                pdf.close()
+
+
+def _page_lines(pdf, index: int):
+    """(lines in reading order, frame, char count, unit) for one page (lock held)."""
+    import ctypes
+
+    import pypdfium2.raw as raw
+
+    from ingest_pipeline.pdf_layout import extract_lines, page_frame
+
+    page = pdf[index]
+    try:
+        frame = page_frame(page)
+        textpage = page.get_textpage()
+        try:
+            n = textpage.count_chars()
+            if n <= 0:
+                return [], frame, 0, "none"
+            lines, unit = extract_lines(page, textpage, raw, ctypes, frame)
+            return lines, frame, n, unit
+        finally:
+            textpage.close()
+    finally:
+        page.close()
+
+
+def _text_piece(text: str, box, frame, **kw) -> ChunkPiece | None:
+    bbox = frame.normalize(box)
+    if bbox is None:
+        return ChunkPiece(text=text, bbox_reason="unresolved", **kw) if text.strip() else None
+    return ChunkPiece(text=text, bbox=bbox, **kw)
+
+
+class PdfLinesChunker(BaseChunker):
+    """pdf@1: one chunk per visual line; failed or unreadable pages become images."""
+
+    id = "pdf"
+    version = 1
+    summary = "a visual line of a PDF page, with its box; unread pages as page images"
+    media_types = frozenset({mt.PDF})
+    builtin = True
+
+    def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
+        if not pages:
+            return ()
+        out: list[PageChunks] = []
+        with opened_pdf(content) as pdf:
+            if pdf is None:
+                return ()
+            count = len(pdf)
+            for po in pages:
+                if not 1 <= po.page <= count:
+                    continue
+                if po.status in _UNREAD:
+                    piece = self._rendered(pdf, po.page - 1)
+                    if piece is not None:
+                        out.append(PageChunks(page=po.page, pieces=(piece,)))
+                    continue
+                if po.status != "read":
+                    continue  # blank: nothing, not even a picture
+                try:
+                    lines, frame, n, unit = _page_lines(pdf, po.page - 1)
+                except Exception:  # noqa: BLE001 - one broken page costs only itself
+                    log.warning("pdf@1 could not lay out page %d", po.page, exc_info=True)
+                    continue
+                if n == 0:
+                    continue  # no text layer (a scan read by OCR): lines@1's page
+                pieces = []
+                for i, ln in enumerate(lines):
+                    piece = _text_piece(ln.text, ln.box, frame, content_type="line", meta={"line": i})
+                    if piece is not None:
+                        pieces.append(piece)
+                out.append(PageChunks(page=po.page, pieces=tuple(pieces)))
+        return tuple(out)
+
+    def _rendered(self, pdf, index: int) -> ChunkPiece | None:
+        """The page as a PNG image piece at the chunk DPI, or None if it will not render."""
+        dpi = chunk_dpi()
+        try:
+            image = self.render(pdf, index, dpi / 72.0)
+            buffer = io.BytesIO()
+            image.save(buffer, format="PNG", optimize=False)
+        except Exception:  # noqa: BLE001 - a page that will not rasterize keeps no chunk (D05)
+            log.warning("pdf@1 could not render page %d", index + 1, exc_info=True)
+            return None
+        return ChunkPiece(
+            image=buffer.getvalue(),
+            bbox=(0.0, 0.0, 1.0, 1.0),
+            content_type="page_image",
+            meta={"dpi": dpi, "width_px": image.width, "height_px": image.height},
+        )
+
+    @staticmethod
+    def render(pdf, index: int, scale: float):
+        """Render one page (PDFium honours /Rotate and the crop box) to a PIL image."""
+        page = pdf[index]
+        try:
+            bitmap = page.render(scale=scale)
+            try:
+                return bitmap.to_pil().copy()
+            finally:
+                bitmap.close()
+        finally:
+            page.close()
+
+
+def _document_lines(pdf, pages: tuple[PageOutput, ...]):
+    """Per readable page with a text layer: (PageOutput, lines, frame). Pages that fail
+    to lay out are skipped (they cost only themselves)."""
+    found = []
+    count = len(pdf)
+    for po in pages:
+        if po.status != "read" or not 1 <= po.page <= count:
+            continue
+        try:
+            lines, frame, n, _unit = _page_lines(pdf, po.page - 1)
+        except Exception:  # noqa: BLE001
+            log.warning("layout failed on page %d", po.page, exc_info=True)
+            continue
+        if n:
+            found.append((po, lines, frame))
+    return found
+
+
+def _paragraph_pieces(paragraphs, frame) -> list[ChunkPiece]:
+    pieces = []
+    for par in paragraphs:
+        piece = _text_piece(
+            par.text,
+            par.box,
+            frame,
+            layout=Layout(role=par.role),
+            content_type="paragraph",
+            meta={"lines": len(par.lines)},
+        )
+        if piece is not None:
+            pieces.append(piece)
+    return pieces
+
+
+def _running(found) -> list[set[int]]:
+    from ingest_pipeline.pdf_layout import running_lines
+
+    marks = running_lines([lines for _, lines, _ in found], [frame.height for _, _, frame in found])
+    per_page: list[set[int]] = [set() for _ in found]
+    for p, i in marks:
+        per_page[p].add(i)
+    return per_page
+
+
+class PdfParagraphsChunker(BaseChunker):
+    """pdf@2: the lines of pdf@1 grouped into paragraphs; renders nothing."""
+
+    id = "pdf"
+    version = 2
+    summary = "a paragraph of a PDF page (its lines' union box); headers and footers apart"
+    media_types = frozenset({mt.PDF})
+    builtin = True
+    opt_in = True
+
+    def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
+        from ingest_pipeline.pdf_layout import paragraphs
+
+        if not pages:
+            return ()
+        with opened_pdf(content) as pdf:
+            if pdf is None:
+                return ()
+            found = _document_lines(pdf, pages)
+        out = []
+        for (po, lines, frame), running in zip(found, _running(found)):
+            pars = paragraphs(lines, frame.height, running)
+            out.append(PageChunks(page=po.page, pieces=tuple(_paragraph_pieces(pars, frame))))
+        return tuple(out)
+
+
+class TableConfig(ChunkerConfig):
+    max_table_chars: int = Field(default=2000, ge=50, description="split a table's rows over pieces past this size")
+
+
+class PdfTablesChunker(BaseChunker):
+    """pdf@3: ruled tables as cell grids (header row repeated per piece), the other text
+    as pdf@2 paragraphs."""
+
+    id = "pdf"
+    version = 3
+    summary = "a ruled table of a PDF page as a cell grid, or a paragraph outside tables"
+    media_types = frozenset({mt.PDF})
+    builtin = True
+    opt_in = True
+    Config = TableConfig
+
+    def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
+        if not pages:
+            return ()
+        with opened_pdf(content) as pdf:
+            if pdf is None:
+                return ()
+            found = _document_lines(pdf, pages)
+            grids = [self._grids(pdf, po.page - 1, frame) for po, _, frame in found]
+        out = []
+        for (po, lines, frame), running, page_grids in zip(found, _running(found), grids):
+            out.append(PageChunks(page=po.page, pieces=tuple(self._page_pieces(lines, frame, running, page_grids))))
+        return tuple(out)
+
+    @staticmethod
+    def _grids(pdf, index: int, frame):
+        import ctypes
+
+        import pypdfium2.raw as raw
+
+        from ingest_pipeline.pdf_layout import fill_grids, find_grids, page_rules, page_text, usable_grid
+
+        page = pdf[index]
+        try:
+            grids = find_grids(page_rules(page, frame, raw, ctypes))
+            if not grids:
+                return []
+            textpage = page.get_textpage()
+            try:
+                fill_grids(grids, textpage, frame, raw, ctypes, page_text(textpage, raw))
+            finally:
+                textpage.close()
+            return [g for g in grids if usable_grid(g)]
+        except Exception:  # noqa: BLE001 - a page whose rules will not parse keeps its paragraphs
+            log.warning("pdf@3 could not read the rules of page %d", index + 1, exc_info=True)
+            return []
+        finally:
+            page.close()
+
+    def _page_pieces(self, lines, frame, running, grids) -> list[ChunkPiece]:
+        from ingest_pipeline.pdf_layout import paragraphs
+
+        def inside(ln, g) -> bool:
+            x0, y0, x1, y1 = g.box
+            return x0 <= ln.cx <= x1 and y0 <= ln.cy <= y1
+
+        keep_idx = [i for i, ln in enumerate(lines) if not any(inside(ln, g) for g in grids)]
+        kept = [lines[i] for i in keep_idx]
+        remap = {old: new for new, old in enumerate(keep_idx)}
+        pars = paragraphs(kept, frame.height, {remap[i] for i in running if i in remap})
+        pieces = _paragraph_pieces(pars, frame)
+        tops = [p.box[1] for p in pars if frame.normalize(p.box) is not None or p.text.strip()]
+        placed = []
+        for g in sorted(grids, key=lambda g: (g.box[1], g.box[0])):
+            at = next((k for k, top in enumerate(tops) if top >= g.box[1]), len(tops))
+            placed.append((at, self._table_pieces(g, frame)))
+        for at, table_pieces in sorted(placed, key=lambda t: -t[0]):
+            pieces[at:at] = table_pieces
+            tops[at:at] = [0.0] * len(table_pieces)
+        return pieces
+
+    def _table_pieces(self, grid, frame) -> list[ChunkPiece]:
+        """One piece per run of rows that fits ``max_table_chars``; every piece starts
+        with the header row."""
+        rows: dict[int, list] = {}
+        for cell in grid.cells:
+            rows.setdefault(cell.row, []).append(cell)
+
+        def row_text(r: int) -> str:
+            texts = [""] * grid.cols
+            for cell in rows.get(r, []):
+                texts[cell.col] = cell.text.replace("\t", " ").replace("\n", " ")
+            return "\t".join(texts)
+
+        header = [0] if grid.rows > 1 else []
+        body = [r for r in range(grid.rows) if r not in header and r in rows]
+        limit = self.config.max_table_chars
+        parts: list[list[int]] = []
+        current: list[int] = []
+        size = sum(len(row_text(r)) + 1 for r in header)
+        used = size
+        for r in body:
+            n = len(row_text(r)) + 1
+            if current and used + n > limit:
+                parts.append(current)
+                current, used = [], size
+            current.append(r)
+            used += n
+        if current or not parts:
+            parts.append(current)
+        pieces = []
+        for k, part in enumerate(parts):
+            order = header + part
+            new_row = {r: i for i, r in enumerate(order)}
+            cells = []
+            boxes = []
+            for r in order:
+                for cell in sorted(rows.get(r, []), key=lambda c: c.col):
+                    span = cell.row_span
+                    last = r + span - 1
+                    if r not in header and last not in part:
+                        span = sum(1 for rr in range(r, last + 1) if rr in part) or 1
+                    cells.append(
+                        TableCell(
+                            row=new_row[r],
+                            col=cell.col,
+                            text=cell.text,
+                            row_span=min(span, len(order) - new_row[r]),
+                            col_span=cell.col_span,
+                            bbox=frame.normalize(cell.box),
+                            header=r in header,
+                        )
+                    )
+                    boxes.append(cell.box)
+            text = "\n".join(row_text(r) for r in order)
+            x0 = min(b[0] for b in boxes)
+            y0 = min(b[1] for b in boxes)
+            x1 = max(b[2] for b in boxes)
+            y1 = max(b[3] for b in boxes)
+            layout = Layout(role="table", table=TableLayout(rows=len(order), cols=grid.cols, cells=tuple(cells), header_rows=len(header)))
+            piece = _text_piece(
+                text,
+                (x0, y0, x1, y1),
+                frame,
+                layout=layout,
+                content_type="table",
+                meta={"table_part": k, "table_parts": len(parts), "table_rows": grid.rows},
+            )
+            if piece is not None:
+                pieces.append(piece)
+        return pieces
