@@ -176,8 +176,11 @@ class _Scanner:
             return False
         return _table_columns(s.strip(" \t"), nxt.strip(" \t"))
 
-    def interrupts_paragraph(self, i: int, line: str) -> bool:
-        """Whether ``line`` (non-blank, indent < 4) ends a paragraph that precedes it."""
+    def interrupts_paragraph(self, i: int, line: str, tables: bool = True) -> bool:
+        """Whether ``line`` (non-blank, indent < 4) ends a paragraph that precedes it.
+
+        Inside a container a table cannot (its delimiter row would be outdented), so a
+        container asks with ``tables=False``."""
         s = line.lstrip(" \t")
         c = s[0]
         if c == "#":
@@ -204,7 +207,7 @@ class _Scanner:
             m = _ORDERED.match(s)
             if m and m.group(4) and int(m.group(1)) == 1:
                 return True
-        return "|" in s and self.is_table_start(i, s)
+        return tables and "|" in s and self.is_table_start(i, s)
 
     def ends_table(self, line: str) -> bool:
         s = line.lstrip(" \t")
@@ -395,6 +398,14 @@ class _Scanner:
 
     def paragraph(self, i: int, n: int) -> int:
         lines = self.lines
+        first = lines[i].lstrip(" \t")
+        if first[0] == "[" and "]:" in first:
+            # a link reference definition is no paragraph: a list, an HTML block or
+            # math may follow it directly, and no setext underline can title it
+            j = i + 1
+            while j < n and not _is_blank(lines[j]):
+                j += 1
+            return self.delegate(i, j)
         j = i + 1
         while j < n:
             line = lines[j]
@@ -432,10 +443,19 @@ class _Scanner:
         last = i
         lazy = False
         prev_blank = False
+        ordered = marker not in ("-", "*", "+")
+        # an item whose marker line is empty ends at a blank line right after it
+        empty_item = i if kind == "list" and self.item_empty(lines[i], ordered) else -1
         while j < n:
             line = lines[j]
             if _is_blank(line):
                 if kind == "blockquote":
+                    break
+                if empty_item == j - 1:
+                    if j + 1 < n and self.same_marker(lines[j + 1], marker, ordered) is not None:
+                        prev_blank = True
+                        j += 1
+                        continue
                     break
                 prev_blank = True
                 j += 1
@@ -453,18 +473,17 @@ class _Scanner:
                     prev_blank = False
                     j += 1
                     continue
-                if ind < 4 and not _HR.match(s):
-                    ordered = marker not in ("-", "*", "+")
-                    m = _ORDERED.match(s) if ordered else _BULLET.match(s)
-                    if m is not None and marker == m.group(2 if ordered else 1):
-                        offset = _content_offset(line, m, ordered)
-                        last = j
-                        prev_blank = False
-                        j += 1
-                        continue
+                m = self.same_marker(line, marker, ordered)
+                if m is not None:
+                    offset = _content_offset(line, m, ordered)
+                    empty_item = j if not m.group(4 if ordered else 3) else -1
+                    last = j
+                    prev_blank = False
+                    j += 1
+                    continue
                 if prev_blank:
                     break
-            if ind < 4 and self.interrupts_paragraph(j, line):
+            if ind < 4 and self.interrupts_paragraph(j, line, tables=False):
                 break
             lazy = True
             last = j
@@ -475,16 +494,34 @@ class _Scanner:
             return end
         return self.delegate(i, end)
 
+    @staticmethod
+    def same_marker(line: str, marker: str | None, ordered: bool) -> re.Match[str] | None:
+        """The match of a list item of the same list type opening ``line``, if any."""
+        if _indent(line) >= 4:
+            return None
+        s = line.lstrip(" \t")
+        if _HR.match(s):
+            return None
+        m = _ORDERED.match(s) if ordered else _BULLET.match(s)
+        if m is not None and marker == m.group(2 if ordered else 1):
+            return m
+        return None
+
+    @staticmethod
+    def item_empty(line: str, ordered: bool) -> bool:
+        s = line.lstrip(" \t")
+        m = _ORDERED.match(s) if ordered else _BULLET.match(s)
+        return m is not None and not m.group(4 if ordered else 3)
+
     def delegate(self, i: int, end: int) -> int:
         """Blocks of lines[i:end] from markdown-it; returns the line to resume scanning at."""
         self.regions += 1
         found = _fill_gaps(self.lines, markdown_it_blocks("\n".join(self.lines[i:end]), offset=i), i, end)
-        if len(found) > 1:
-            resume = found[-1].start
-            self.blocks.extend(found[:-1])
-            return resume
-        self.blocks.extend(found)
-        return end
+        # Only the first block is final: a later one may open math, a fence or an HTML
+        # block that runs past the region, which the scanner then sees whole.
+        first = found[0]
+        self.blocks.append(first)
+        return first.end
 
 
 def _fill_gaps(lines: Sequence[str], blocks: list[Block], start: int, end: int) -> list[Block]:
@@ -521,7 +558,10 @@ def _content_offset(line: str, m: re.Match[str], ordered: bool) -> int:
     marker_end = _indent(line) + width
     if not spaces or not first:
         return marker_end + 1
-    columns = len(spaces.expandtabs(4))
+    col = marker_end
+    for ch in spaces:
+        col = col + 1 if ch == " " else col + 4 - col % 4
+    columns = col - marker_end
     return marker_end + (columns if columns <= 4 else 1)
 
 
