@@ -577,3 +577,18 @@ def test_crlf_and_blank_documents():
     normalized = text.replace("\r\n", "\n")
     pieces = chunk(normalized)
     assert pieces[0].text == "# A\n\nbody"
+
+
+def test_long_block_quote_is_cut_between_its_paragraphs_never_inside_a_fence():
+    paras = "\n>\n".join("> " + sentences(1, words=40, start=k) for k in range(8))
+    fence = "> ```\n> code line\n>\n> # not a heading\n> ```"
+    text = f"# Q\n\n{paras}\n>\n{fence}\n"
+    pieces = chunk(text)
+    assert len(pieces) >= 2 and all(len(p.text) <= 1200 for p in pieces)
+    assert not any(p.meta["flags"]["is_overflow"] for p in pieces)
+    holding = [p for p in pieces if "code line" in p.text]
+    assert len(holding) == 1 and fence in holding[0].text
+    for p in pieces:
+        assert p.text.startswith(("# Q", "> ")) and not p.text.endswith(">")
+    out = check(text, pieces)
+    assert out["source_lines_covered"].passed and out["sizes_within_bounds"].passed

@@ -974,6 +974,11 @@ class MarkdownChunker(BaseChunker):
         todo = list(reversed(units))
         while todo:
             u = todo.pop()
+            if u.kind == "blockquote" and u.b - u.a > max_c:
+                parts = _quote_parts(text, u)
+                if len(parts) > 1:
+                    todo.extend(reversed(parts))
+                    continue
             if not cur:
                 if u.kind == "paragraph" and u.b - u.a > max_c:
                     todo.extend(reversed(self._split(text, u, max_c)))
@@ -1133,6 +1138,33 @@ class MarkdownChunker(BaseChunker):
         return chunk_metrics(pieces, self.config)
 
 
+def _quote_parts(text: str, u: _Unit) -> list[_Unit]:
+    """A block quote cut at its own blank (``>``-only) lines outside fences, into parts
+    that are block quotes themselves; kind ``quote_part`` so they are not cut again."""
+    parts: list[_Unit] = []
+    start = pos = u.a
+    fence = ""
+    for line in text[u.a : u.b].split("\n"):
+        inner = line.lstrip(" \t")
+        while inner.startswith(">"):
+            inner = inner[1:].lstrip(" \t")
+        if fence:
+            if inner.startswith(fence) and not inner.lstrip(fence[0]).strip(" \t"):
+                fence = ""
+        elif not inner.strip(" \t"):
+            if pos > start and text[start:pos].strip(" \t\n>"):
+                parts.append(_Unit(start, pos - 1, "quote_part", u.block, False))
+            start = pos + len(line) + 1
+        else:
+            m = _FENCE.match(inner)
+            if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+                fence = m.group(1)
+        pos += len(line) + 1
+    if start < u.b and text[start : u.b].strip(" \t\n>"):
+        parts.append(_Unit(start, u.b, "quote_part", u.block, False))
+    return parts
+
+
 # ---------------------------------------------------------------------------------------
 # Validator and metrics
 # ---------------------------------------------------------------------------------------
@@ -1230,8 +1262,10 @@ def validate(
 def coverage_gaps(
     text: str, pieces: Sequence[ChunkPiece], config: MarkdownConfig
 ) -> tuple[list[int], list[str]]:
-    """(1-based source lines with a non-blank character that no chunk covers and no skip
-    explains, chunks whose text is not the source at their stated offsets)."""
+    """(1-based source lines with content that no chunk covers and no skip explains,
+    chunks whose text is not the source at their stated offsets). A line is content when
+    it holds more than whitespace and block-quote markers; all its non-blank characters
+    must lie in some chunk."""
     layout = Layout(text, config)
     spans = []
     mismatched = []
@@ -1255,7 +1289,7 @@ def coverage_gaps(
     missing = []
     starts = [m[0] for m in merged]
     for k, line in enumerate(layout.lines):
-        if not line.strip():
+        if not line.strip(" \t>"):  # blank, or only block-quote markers
             continue
         base = layout.off(k)
         pos = base
