@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ingest_pipeline import media_types as mt
 from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.readers.base import PageReader, ReadOptions
+from ingest_pipeline.readers.ocr import RapidOcrReader, ocr_pdf_pages
 from ingest_pipeline.readers.pdf import PdfTextReader
 from ingest_pipeline.readers.text import TextReader
 from ingest_pipeline.readers.docx import DocxReader
@@ -17,6 +19,7 @@ class UnsupportedMediaType(Exception):
 
 READERS: tuple[PageReader, ...] = (TextReader(), PdfTextReader())
 READERS += (PptxReader(), DocxReader(), XlsxReader(), Ole2Reader())
+READERS += (RapidOcrReader(),)
 
 
 def reader_for(media_type: str) -> PageReader:
@@ -27,8 +30,13 @@ def reader_for(media_type: str) -> PageReader:
 
 
 def read_pages(content: bytes, media_type: str, options: ReadOptions | None = None) -> tuple[PageOutput, ...]:
-    """Read every page of a document; raises for a document that cannot be opened."""
-    return reader_for(media_type).read(content, media_type, options or ReadOptions())
+    """Read every page of a document; raises for a document that cannot be opened.
+    Image-only PDF pages then go to the OCR reader."""
+    options = options or ReadOptions()
+    pages = reader_for(media_type).read(content, media_type, options)
+    if media_type == mt.PDF:
+        pages = ocr_pdf_pages(content, pages, options)
+    return pages
 
 
 def reader_ids() -> frozenset[str]:
