@@ -1,0 +1,205 @@
+"""The Office and grid chunkers over every PPTX, DOCX, XLSX and CSV/TSV of the shared
+corpus: boxes validate, the reference outputs' words and tables are found, csv-spectrum
+rows come out cell for cell, and hostile files end as clean errors in bounded time."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ingest_pipeline import media_types as mt
+from ingest_pipeline.chunkers.delimited import DelimitedChunker
+from ingest_pipeline.chunkers.docx import DocxChunker
+from ingest_pipeline.chunkers.pptx import PptxChunker, PptxTableChunker
+from ingest_pipeline.chunkers.xlsx import XlsxChunker
+from ingest_pipeline.contract import validate_bbox
+from ingest_pipeline.ooxml_safety import PackageError
+from ingest_pipeline.readers import read_pages
+from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
+
+pytestmark = requires_corpus
+
+KINDS = ("pptx", "docx", "xlsx", "csv")
+FILES = sorted(p for kind in KINDS for p in (CORPUS / "files" / kind).glob("*") if p.is_file()) if CORPUS.exists() else []
+GROUNDTRUTH = CORPUS / "groundtruth"
+# Files that must end as a per-document error, and the words the reason must hold.
+HOSTILE = {
+    "calamine__issue252.xlsx": "corrupt package: Bad CRC-32",
+    "calamine__pass_protected.xlsx": "encrypted OOXML (OLE2 container)",
+}
+CHUNKERS = {
+    mt.PPTX: PptxChunker, mt.DOCX: DocxChunker, mt.XLSX: XlsxChunker, mt.XLSM: XlsxChunker,
+    mt.CSV: DelimitedChunker, mt.TSV: DelimitedChunker,
+}
+MIN_WORD_COVERAGE = 0.95
+
+
+def ids(paths):
+    return [p.name for p in paths]
+
+
+def run(path: Path, chunker_class=None):
+    content = path.read_bytes()
+    media_type = mt.detect(content, path.name)
+    pages = read_pages(content, media_type)
+    chunker = (chunker_class or CHUNKERS[media_type])()
+    return media_type, pages, chunker.chunk(content, media_type, pages)
+
+
+def words(text: str) -> set[str]:
+    return set(re.sub(r"[^\w]+", " ", text.lower()).split())
+
+
+def reference_text(markdown: str) -> str:
+    """The words a reader sees in a docling Markdown reference: no image markers, no
+    table rules, and no LaTeX (docling writes Word equations as LaTeX commands, which a
+    reader of the document's own text never produces)."""
+    text = re.sub(r"<!--.*?-->", " ", markdown, flags=re.S)
+    text = re.sub(r"\$\$.*?\$\$|\$[^$\n]+\$", " ", text, flags=re.S)
+    return re.sub(r"^\s*\|?[\s:|-]*-[\s:|-]*\|?\s*$", " ", text, flags=re.M)
+
+
+def references(path: Path, suffix: str) -> list[Path]:
+    folder = GROUNDTRUTH / path.parent.name / path.name
+    return sorted(folder.glob(f"*{suffix}")) if folder.exists() else []
+
+
+@pytest.mark.parametrize("path", FILES, ids=ids(FILES))
+def test_every_file_reads_with_valid_boxes_or_fails_cleanly(path: Path):
+    start = time.perf_counter()
+    if path.name in HOSTILE:
+        with pytest.raises(PackageError) as info:
+            run(path)
+        assert HOSTILE[path.name] in str(info.value) and "\n" not in str(info.value)
+        content = path.read_bytes()
+        media_type = mt.detect(content, path.name)
+        assert CHUNKERS.get(media_type, XlsxChunker)().chunk(content, media_type, ()) == ()
+        assert time.perf_counter() - start < 10
+        return
+    _media_type, pages, answer = run(path)
+    assert [p.page for p in pages] == list(range(1, len(pages) + 1))
+    assert answer, "no chunk for a readable document"
+    assert {pc.page for pc in answer} <= {p.page for p in pages}
+    for page_chunks in answer:
+        for piece in page_chunks.pieces:
+            if piece.bbox is not None:
+                validate_bbox(piece.bbox)
+            if piece.layout is not None and piece.layout.table is not None:
+                for cell in piece.layout.table.cells:
+                    if cell.bbox is not None:
+                        validate_bbox(cell.bbox)
+    assert time.perf_counter() - start < 30
+
+
+def test_pptx2_cell_boxes_validate_on_the_corpus():
+    decks = [p for p in FILES if p.suffix == ".pptx"]
+    cells = 0
+    for path in decks:
+        _m, _pages, answer = run(path, PptxTableChunker)
+        for pc in answer:
+            for piece in pc.pieces:
+                if piece.layout is not None and piece.layout.table is not None:
+                    for cell in piece.layout.table.cells:
+                        cells += 1
+                        if cell.bbox is not None:
+                            validate_bbox(cell.bbox)
+    assert cells > 20
+
+
+WITH_MARKDOWN = [p for p in FILES if references(p, ".md")]
+
+
+@pytest.mark.parametrize("path", WITH_MARKDOWN, ids=ids(WITH_MARKDOWN))
+def test_reference_words_appear_in_the_chunks(path: Path):
+    _m, _pages, answer = run(path)
+    ours = set()
+    for pc in answer:
+        for piece in pc.pieces:
+            ours |= words(piece.text or "")
+            ours |= words(" ".join(piece.header_path))
+    reference = words(reference_text(references(path, ".md")[0].read_text(encoding="utf-8")))
+    missing = reference - ours
+    coverage = 1 - len(missing) / max(len(reference), 1)
+    assert coverage >= MIN_WORD_COVERAGE, f"{coverage:.3f}; missing {sorted(missing)[:20]}"
+
+
+def _reference_tables(path: Path) -> list[tuple[int, int, str]]:
+    tables = []
+    for ref in references(path, ".json"):
+        data = json.loads(ref.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            continue
+        for table in data.get("tables", []):
+            grid = table["data"]
+            first = next((c.get("text", "") for c in grid.get("table_cells", [])), "")
+            tables.append((grid["num_rows"], grid["num_cols"], first))
+    return tables
+
+
+WITH_TABLES = [p for p in FILES if _reference_tables(p)]
+
+
+@pytest.mark.parametrize("path", WITH_TABLES, ids=ids(WITH_TABLES))
+def test_each_reference_table_has_a_table_chunk_of_its_shape(path: Path):
+    _m, _pages, answer = run(path)
+    pieces = [piece for pc in answer for piece in pc.pieces]
+    shapes = Counter(
+        (p.meta["table_rows"], p.meta["table_cols"])
+        for p in pieces
+        if p.layout is not None and p.layout.table is not None and p.meta.get("part", 1) == 1
+    )
+    texts = {p.text.strip() for p in pieces if p.text}
+    for rows, cols, first in _reference_tables(path):
+        if (rows, cols) == (1, 1):
+            # Policy: a lone value is a paragraph chunk, not a one-cell table.
+            assert first.strip() in texts
+            continue
+        assert shapes[(rows, cols)] > 0, f"no {rows}x{cols} table chunk; have {dict(shapes)}"
+        shapes[(rows, cols)] -= 1
+
+
+SPECTRUM = [p for p in FILES if p.name.startswith("csv-spectrum__")]
+
+
+@pytest.mark.parametrize("path", SPECTRUM, ids=ids(SPECTRUM))
+def test_csv_spectrum_rows_come_out_cell_for_cell(path: Path):
+    expected = json.loads(references(path, ".json")[0].read_text(encoding="utf-8"))
+    header = list(expected[0])
+    rows = [header] + [[record[key] for key in header] for record in expected]
+    _m, _pages, answer = run(path)
+    (piece,) = [p for pc in answer for p in pc.pieces]
+    table = piece.layout.table
+    grid = [[""] * table.cols for _ in range(table.rows)]
+    for cell in table.cells:
+        grid[cell.row][cell.col] = cell.text
+    assert grid == rows
+
+
+def test_sheet_declaring_the_whole_grid_stays_small_and_quick():
+    path = CORPUS / "files" / "xlsx" / "calamine__issue_174.xlsx"
+    code = (
+        "import resource, sys, time\n"
+        "from ingest_pipeline import media_types as mt\n"
+        "from ingest_pipeline.readers import read_pages\n"
+        "from ingest_pipeline.chunkers.xlsx import XlsxChunker\n"
+        "content = open(sys.argv[1], 'rb').read()\n"
+        "start = time.perf_counter()\n"
+        "pages = read_pages(content, mt.XLSX)\n"
+        "answer = XlsxChunker().chunk(content, mt.XLSX, pages)\n"
+        "elapsed = time.perf_counter() - start\n"
+        "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(elapsed, rss, len(answer), sum(len(pc.pieces) for pc in answer))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    elapsed, rss_kib, pages, pieces = result.stdout.split()
+    assert float(elapsed) < 20
+    assert int(rss_kib) < 1024 * 1024  # ru_maxrss is in KiB on Linux: under 1 GiB
+    assert int(pages) == 1 and int(pieces) >= 1
