@@ -592,3 +592,17 @@ def test_long_block_quote_is_cut_between_its_paragraphs_never_inside_a_fence():
         assert p.text.startswith(("# Q", "> ")) and not p.text.endswith(">")
     out = check(text, pieces)
     assert out["source_lines_covered"].passed and out["sizes_within_bounds"].passed
+
+
+def test_checks_pass_for_a_document_markdown_did_not_claim():
+    chunker = MarkdownChunker()
+    text = "Some plain text that markdown@1 was never asked to cover."
+    outcomes = chunker.check(text.encode(), "text/plain", page(text), ())
+    assert [o.name for o in outcomes] == list(chunker.check_names)
+    assert all(o.passed for o in outcomes)
+    assert chunker.metrics(())["total_chunks"] == 0
+    # a claimed document whose every line was skipped on purpose is covered too
+    text = "# Indice\n\n- one\n- two\n"
+    answer = chunker.chunk(text.encode(), "text/markdown", page(text))
+    assert answer[0].pieces == ()
+    assert all(o.passed for o in chunker.check(text.encode(), "text/markdown", page(text), answer))
