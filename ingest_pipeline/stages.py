@@ -520,11 +520,11 @@ def index_document(lake: Lake, index: VectorIndex, profile: Profile, document: s
         return Outcome(document, "unchanged", {"rows": marker.get("rows")})
     by_id = dict(zip(vectors.column("chunk_id").to_pylist(), vectors.column("vector").to_pylist()))
     rows = []
-    for row in chunks.to_pylist():
-        vector = by_id.get(row["chunk_id"])
-        if vector is None:
-            continue  # image chunks have no vector until an image embedder is configured
-        rows.append({**row, "vector": vector})
+    for row in chunks.drop_columns(["image"]).to_pylist():
+        # Image chunks are indexed without a vector until an image embedder is configured:
+        # a filter finds them, vector search skips them.
+        is_image = row["text"] is None
+        rows.append({**row, "modality": "image" if is_image else "text", "vector": by_id.get(row["chunk_id"])})
     data = pa.Table.from_pylist(rows, schema=_index_input_schema(index.dim))
     result = index.sync_document(profile.name, document, data)
     lake.write("indexed", (profile.name, document), pa.table({"rows": [result["rows"]]}),

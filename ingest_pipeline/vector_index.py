@@ -40,6 +40,7 @@ def index_schema(dim: int) -> pa.Schema:
         ("reader", pa.string()),
         ("source_sha256", pa.string()),
         ("run_id", pa.string()),
+        ("modality", pa.string()),
         ("vector", pa.list_(pa.float32(), dim)),
     ])
 
@@ -107,7 +108,7 @@ class VectorIndex:
                     table.merge_insert("chunk_id")
                     .when_matched_update_all()
                     .when_not_matched_insert_all()
-                    .execute(rows)
+                    .execute(rows, on_bad_vectors="null")
                 )
                 keep = ", ".join(_quote(c) for c in rows.column("chunk_id").to_pylist())
                 table.delete(f"document_id = {_quote(document)} AND chunk_id NOT IN ({keep})")

@@ -138,3 +138,39 @@ def test_the_code_location_loads_for_dagster(data_dir):
                           str(root / "workspace.yaml")], cwd=root, env=env, capture_output=True, text=True,
                          timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+IMAGE_SOURCE = '''
+from ingest_pipeline.contract import ChunkPiece, PageChunks
+
+
+class Snapshot:
+    """Claims every PDF page with a (fake) picture of it."""
+
+    id = "snapshot"
+    version = 1
+
+    def chunk(self, content, media_type, pages):
+        if media_type != "application/pdf":
+            return ()
+        return tuple(PageChunks(page=p.page, pieces=(ChunkPiece(image=b"\\x89PNG-page-%d" % p.page,
+                                                                bbox=(0, 0, 1, 1)),)) for p in pages)
+'''
+
+
+def test_image_chunks_are_indexed_without_a_vector_and_reported(data_dir, sample_sources, tmp_path, monkeypatch):
+    site = install_distribution(tmp_path / "site", "acme_snapshot", IMAGE_SOURCE, {"snapshot": "acme_snapshot:Snapshot"})
+    monkeypatch.syspath_prepend(str(site))
+    pipeline = fresh_pipeline(data_dir)
+    instance = temporary_instance(data_dir)
+    result = run_batch(pipeline, instance, register(pipeline, instance))
+    meta = materializations(result)
+    assert meta["embeddings/default"]["image_chunks_without_vector"] == 2  # the report has two pages
+    table = pipeline.index.open("default").to_arrow().to_pylist()
+    images = [r for r in table if r["modality"] == "image"]
+    assert len(images) == 2 and all(r["vector"] is None and r["path"] == "greenhouse_report.pdf" for r in images)
+    assert len(table) == query(pipeline.lake, "select count(*) as n from chunks").to_pylist()[0]["n"]
+    hits = pipeline.index.search("default", "tomato", pipeline.embedder.embed(["tomato"])[0], k=20, mode="vector")
+    assert hits and all(h["modality"] == "text" for h in hits)
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks["rows_match_parquet"]

@@ -51,7 +51,7 @@ def _rows(doc, ids, dim=4):
         "chunk_id": cid, "document_id": doc, "path": f"{doc}.txt", "profile": "default", "page": 1, "index": i,
         "label": f"page:1/chunk:{i}", "text": f"text about {cid}", "bbox": None, "bbox_reason": "no_geometry",
         "role": None, "content_type": None, "header_path": [], "chunker": "page@1", "config_hash": "h",
-        "reader": "text@1", "source_sha256": "s", "run_id": "r", "vector": [float(i + 1), 0.0, 0.0, 1.0],
+        "reader": "text@1", "source_sha256": "s", "run_id": "r", "modality": "text", "vector": [float(i + 1), 0.0, 0.0, 1.0],
     } for i, cid in enumerate(ids)], schema=index_schema(dim))
 
 

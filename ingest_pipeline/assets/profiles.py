@@ -91,7 +91,7 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
             p.index.refresh_text_index(profile.name)
         mismatches = []
         for doc in context.partition_keys:
-            emb = p.lake.read("embeddings", profile.name, doc, columns=["chunk_id"])
+            emb = p.lake.read("chunks", profile.name, doc, columns=["chunk_id"])
             expected = emb.num_rows if emb is not None else 0
             actual = p.index.count(profile.name, doc)
             if expected != actual:
