@@ -65,15 +65,14 @@ def render_rows(grid: Grid, rows: Sequence[int]) -> list[str]:
     return lines
 
 
-def _layout_for(grid: Grid, rows: Sequence[int], header_rows: int, role: str, with_cells: bool) -> Layout:
+def _layout_for(grid: Grid, rows: Sequence[int], header_rows: int, role: str, with_cells: bool,
+                by_row: Mapping[int, list[GridCell]]) -> Layout:
     if not with_cells:
         return Layout(role=role)
     index = {r: i for i, r in enumerate(rows)}
     chosen = set(rows)
     cells = []
-    for cell in grid.cells:
-        if cell.row not in chosen:
-            continue
+    for cell in (c for r in rows for c in by_row.get(r, ())):
         # A span crossing the end of this piece is cut at the piece's last row.
         span = 1
         while span < cell.row_span and (cell.row + span) in chosen and index[cell.row + span] == index[cell.row] + span:
@@ -138,6 +137,9 @@ def table_pieces(
             r = end + 1
         if current or not groups:
             groups.append(header + current)
+    by_row: dict[int, list[GridCell]] = {}
+    for cell in grid.cells:
+        by_row.setdefault(cell.row, []).append(cell)
     pieces = []
     for part, rows in enumerate(groups):
         text = "\n".join(lines[r] for r in rows)
@@ -151,7 +153,7 @@ def table_pieces(
                 text=text,
                 bbox=grid.bbox,
                 bbox_reason=None if grid.bbox is not None else (grid.bbox_reason or "no_geometry"),
-                layout=_layout_for(grid, rows, header_rows, role, with_cells),
+                layout=_layout_for(grid, rows, header_rows, role, with_cells, by_row),
                 header_path=header_path,
                 content_type="table",
                 meta=piece_meta,

@@ -74,6 +74,18 @@ def column_index(letters: str) -> int:
 
 
 def parse_ref(ref: str) -> tuple[int, int] | None:
+    """0-based (row, col) of an A1 reference."""
+    split = 0
+    for ch in ref:
+        if "A" <= ch <= "Z":
+            split += 1
+        else:
+            break
+    if 0 < split <= 3 and ref[split:].isdigit():
+        n = 0
+        for ch in ref[:split]:
+            n = n * 26 + (ord(ch) - 64)
+        return int(ref[split:]) - 1, n - 1
     match = _CELL_REF.match(ref.strip())
     if not match:
         return None
@@ -197,36 +209,43 @@ def _read_sheet(book: _Workbook, index: int, name: str, state: str, part: str, k
             sheet.charts.extend(charts_of(package, target))
     if kind != "worksheet":
         return sheet
-    tags = ("{*}c", "{*}row", "{*}mergeCell", "{*}col", "{*}dimension", "{*}tablePart")
+    tags = ("{*}row", "{*}mergeCell", "{*}col", "{*}dimension", "{*}tablePart")
     next_row = 0
-    next_col = 0
     scanned = 0
+    limit = book.limits.max_cells
     table_rids: list[str] = []
+    cells = sheet.cells
     for element in package.iterparse(part, tags):
         tag = localname(element)
-        if tag == "c":
-            scanned += 1
-            if scanned > book.limits.max_cells * 4:
-                raise PackageError(f"sheet {name!r} has over {book.limits.max_cells * 4} cell elements")
-            ref = element.get("r")
-            pos = parse_ref(ref) if ref else None
-            if pos is None:
-                pos = (next_row, next_col)
-            next_col = pos[1] + 1
-            value = _cell_text(book, sheet, element)
-            if value is not None and value.strip():
-                sheet.cells[pos] = value
-                if len(sheet.cells) > book.limits.max_cells:
-                    raise PackageError(f"sheet {name!r} has over {book.limits.max_cells} non-empty cells")
-            element.clear()
-        elif tag == "row":
+        if tag == "row":
             r_attr = element.get("r")
             row = int(r_attr) - 1 if r_attr and r_attr.isdigit() else next_row
             if (element.get("hidden") or "").lower() in ("1", "true"):
                 sheet.hidden_rows.add(row)
             next_row = row + 1
             next_col = 0
+            for cell in element:
+                if not isinstance(cell.tag, str) or not cell.tag.endswith("}c") and cell.tag != "c":
+                    continue
+                scanned += 1
+                if scanned > limit * 4:
+                    raise PackageError(f"sheet {name!r} has over {limit * 4} cell elements")
+                ref = cell.get("r")
+                pos = parse_ref(ref) if ref else None
+                if pos is None:
+                    pos = (row, next_col)
+                next_col = pos[1] + 1
+                if len(cell) == 0:
+                    continue  # a styled empty cell
+                value = _cell_text(book, sheet, cell)
+                if value is not None and value.strip():
+                    cells[pos] = value
+                    if len(cells) > limit:
+                        raise PackageError(f"sheet {name!r} has over {limit} non-empty cells")
             element.clear()
+            parent = element.getparent()
+            while parent is not None and element.getprevious() is not None:
+                del parent[0]
         elif tag == "mergeCell":
             merged = parse_range(element.get("ref") or "")
             if merged:
