@@ -114,7 +114,7 @@ def _format_number(raw: str, date_style: bool, epoch: dt.datetime) -> str:
     if date_style and 0 <= number < 2_958_466:
         moment = epoch + dt.timedelta(days=number)
         moment = moment.replace(microsecond=0)
-        if moment.time() == dt.time(0, 0) :
+        if moment.time() == dt.time(0, 0):
             return moment.date().isoformat()
         if number < 1:
             return moment.time().isoformat()
