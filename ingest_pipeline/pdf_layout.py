@@ -30,6 +30,7 @@ PERP_OVERLAP = 0.4  # share of the smaller height two pieces must share to sit i
 CROP_KEEP = 0.5  # share of a fragment's area that must lie inside the crop box
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _SPACES = re.compile(r"\s+")
+_SOLID = re.compile(r"\S")
 
 
 _CLEAN = {0xFFFE: "-", 0x02: "-", 0x00: None, 0x09: " ", 0x0A: " ", 0x0D: " ", 0x0B: " ", 0x0C: " "}
@@ -95,15 +96,16 @@ class PageFrame:
         return (min(ax, bx), min(ay, by), max(ax, bx), max(ay, by))
 
     def normalize(self, box: Sequence[float]):
-        """A display box as a validated normalized bbox, or None if nothing is left."""
+        """A display box as a normalized bbox, or None if nothing is left."""
         w, h = self.width, self.height
-        x0 = min(max(box[0] / w, 0.0), 1.0)
-        y0 = min(max(box[1] / h, 0.0), 1.0)
-        x1 = min(max(box[2] / w, 0.0), 1.0)
-        y1 = min(max(box[3] / h, 0.0), 1.0)
+        x0, y0, x1, y1 = box[0] / w, box[1] / h, box[2] / w, box[3] / h
+        x0 = 0.0 if x0 < 0.0 else (1.0 if x0 > 1.0 else x0)
+        y0 = 0.0 if y0 < 0.0 else (1.0 if y0 > 1.0 else y0)
+        x1 = 0.0 if x1 < 0.0 else (1.0 if x1 > 1.0 else x1)
+        y1 = 0.0 if y1 < 0.0 else (1.0 if y1 > 1.0 else y1)
         if x1 <= x0 or y1 <= y0:
             return None
-        return validate_bbox((x0, y0, x1, y1))
+        return (x0, y0, x1, y1)  # in range by construction; ChunkPiece validates it
 
     def visible_share(self, box: Sequence[float]) -> float:
         area = (box[2] - box[0]) * (box[3] - box[1])
@@ -505,10 +507,10 @@ def extract_lines(page, textpage, raw, ctypes, frame: PageFrame | None = None) -
     for m in re.finditer(r"[^\r\n]+", text):
         s, e = m.start(), m.end()
         segment = m.group()
-        stripped = segment.strip()
-        if not stripped:
+        head = _SOLID.search(segment)
+        if head is None:
             continue
-        first = s + (len(segment) - len(segment.lstrip()))
+        first = s + head.start()
         last = s + len(segment.rstrip()) - 1
         a_first = acc.angle(first)
         # Per-glyph pages check the angle at both ends; elsewhere a change of angle
@@ -561,16 +563,20 @@ def merge_fragments(frags: list[_Frag]) -> list[Line]:
                 if t:
                     lines.append(Line(t, *f.box, direction=-1, size=f.size, first_char=f.first_char))
             continue
-        group.sort(key=lambda f: sum(_perp(f.box, d)))
+        k0, k1 = (0, 2) if d in (90, 270) else (1, 3)
+        group.sort(key=lambda f: f.box[k0] + f.box[k1])
         rows: list[list[_Frag]] = []
-        core = None
+        c0 = c1 = 0.0
         for f in group:
-            p0, p1 = _perp(f.box, d)
-            if core is not None and _overlap(p0, p1, core[0], core[1]) >= PERP_OVERLAP * min(p1 - p0, core[1] - core[0]):
-                rows[-1].append(f)
-                continue
+            p0, p1 = f.box[k0], f.box[k1]
+            if rows:
+                ov = (p1 if p1 < c1 else c1) - (p0 if p0 > c0 else c0)
+                h = p1 - p0 if p1 - p0 < c1 - c0 else c1 - c0
+                if ov >= PERP_OVERLAP * h:
+                    rows[-1].append(f)
+                    continue
             rows.append([f])
-            core = (p0, p1)
+            c0, c1 = p0, p1
         for row in rows:
             if len(row) == 1:
                 f = row[0]
@@ -1164,7 +1170,12 @@ def fill_grids(grids: list[Grid], textpage, frame: PageFrame, raw, ctypes, text:
 
 
 def usable_grid(grid: Grid) -> bool:
-    """A grid is a table when it has text in at least two cells and a quarter of them
-    (chart grids and framed figures have none)."""
-    filled = sum(1 for c in grid.cells if c.text)
-    return filled >= 2 and filled >= 0.25 * len(grid.cells)
+    """Whether a grid is a table rather than a drawing: text in at least two cells and a
+    quarter of them (chart grids and frames have none), most grid positions not merged
+    away, and cells holding words rather than the one-letter labels of a figure."""
+    texts = [c.text.replace(" ", "") for c in grid.cells if c.text]
+    if len(texts) < 2 or len(texts) < 0.25 * len(grid.cells):
+        return False
+    if len(grid.cells) < 0.5 * grid.rows * grid.cols:
+        return False
+    return sum(len(t) for t in texts) / len(texts) >= 3.0
