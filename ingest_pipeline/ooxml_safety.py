@@ -23,6 +23,10 @@ class PackageError(Exception):
     """An OOXML document that cannot be opened; the message is a one-line reason."""
 
 
+class MalformedPart(PackageError):
+    """A part that is not well-formed XML (readers may do without an auxiliary one)."""
+
+
 @dataclass(frozen=True)
 class PackageLimits:
     """Ceilings on what one package may inflate to (bytes) and how many parts it has.
@@ -196,10 +200,20 @@ class SafePackage:
         try:
             root = etree.fromstring(data, parser=safe_parser())
         except etree.XMLSyntaxError as exc:
-            raise PackageError(f"malformed XML in part {name}: {_one_line(exc)}") from None
+            raise MalformedPart(f"malformed XML in part {name}: {_one_line(exc)}") from None
         if root is None:
-            raise PackageError(f"empty XML part {name}")
+            raise MalformedPart(f"empty XML part {name}")
         return root
+
+    def optional_xml(self, name: str):
+        """Like :meth:`xml` for an auxiliary part (styles, numbering, notes, charts):
+        None when it is missing or malformed; safety refusals still raise."""
+        if not self.has(name):
+            return None
+        try:
+            return self.xml(name)
+        except MalformedPart:
+            return None
 
     def iterparse(self, name: str, tags: tuple[str, ...]):
         """Stream a part's elements (``tags`` as ``{*}local`` names) with end events.
@@ -221,7 +235,7 @@ class SafePackage:
             ):
                 yield element
         except etree.XMLSyntaxError as exc:
-            raise PackageError(f"malformed XML in part {name}: {_one_line(exc)}") from None
+            raise MalformedPart(f"malformed XML in part {name}: {_one_line(exc)}") from None
 
     def verify(self) -> None:
         """Inflate every part once (CRC check, real sizes) and refuse DTDs in XML parts.

@@ -172,3 +172,32 @@ def test_bad_crc_truncated_and_non_zip_files_get_a_clear_reason(samples):
     assert_refused(bytes(data), mt.XLSX, "Bad CRC-32")
     assert_refused(samples[mt.DOCX][: len(samples[mt.DOCX]) // 2], mt.DOCX, "corrupt package")
     assert_refused(b"this is not a zip at all", mt.PPTX, "no zip signature")
+
+
+def test_a_malformed_slide_or_sheet_fails_its_own_page_only():
+    import openpyxl
+    import pptx
+
+    prs = pptx.Presentation()
+    for title in ("one", "two", "three"):
+        prs.slides.add_slide(prs.slide_layouts[5]).shapes.title.text = title
+    deck = replace_in_part(save_pptx(prs), "ppt/slides/slide2.xml", "<a:t>two</a:t>", "<a:t>two</a:x>")
+    pages = read_pages(deck, mt.PPTX)
+    assert [p.status for p in pages] == ["read", "failed", "read"]
+    assert "malformed XML in part ppt/slides/slide2.xml" in pages[1].reason
+    answer = PptxChunker().chunk(deck, mt.PPTX, pages)
+    assert [pc.page for pc in answer] == [1, 3]
+
+    wb = openpyxl.Workbook()
+    wb.active.append(["kept"])
+    wb.create_sheet("Broken").append(["lost"])
+    book = replace_in_part(save_xlsx(wb), "xl/worksheets/sheet2.xml", "</sheetData>", "</sheetDat>")
+    pages = read_pages(book, mt.XLSX)
+    assert [p.status for p in pages] == ["read", "failed"]
+    assert [pc.page for pc in XlsxChunker().chunk(book, mt.XLSX, pages)] == [1]
+
+
+def test_a_malformed_auxiliary_part_is_done_without(samples):
+    content = replace_in_part(samples[mt.DOCX], "word/styles.xml", "</w:styles>", "</w:style>")
+    pages = read_pages(content, mt.DOCX)
+    assert pages[0].status == "read" and "hello" in pages[0].text

@@ -42,6 +42,8 @@ class PptxChunker(BaseChunker):
         answer = []
         for slide in slides:
             page = slide.index + 1
+            if slide.error:
+                continue
             if readable is not None and page not in readable:
                 continue
             pieces = self.slide_pieces(slide)

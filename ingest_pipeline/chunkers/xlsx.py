@@ -110,6 +110,8 @@ class XlsxChunker(BaseChunker):
         answer = []
         for sheet in sheets:
             page = sheet.index + 1
+            if sheet.error:
+                continue
             if readable is not None and page not in readable:
                 continue
             pieces = self.sheet_pieces(sheet)

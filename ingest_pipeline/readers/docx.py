@@ -109,8 +109,9 @@ class _Numbering:
         self.levels: dict[str, dict[int, tuple[int, str, str]]] = {}  # numId -> ilvl -> (start, fmt, text)
         self.counters: dict[str, dict[int, int]] = {}
         for rtype, target, external in package.rels(main).values():
-            if not external and rtype.endswith("/numbering") and package.has(target):
-                self._load(package.xml(target))
+            root = package.optional_xml(target) if not external and rtype.endswith("/numbering") else None
+            if root is not None:
+                self._load(root)
 
     def _load(self, root) -> None:
         abstract: dict[str, dict[int, tuple[int, str, str]]] = {}
@@ -446,8 +447,9 @@ def _styles(package, main: str) -> tuple[dict[str, str], dict[str, tuple[str | N
     own: dict[str, tuple[str | None, int | None]] = {}
     based: dict[str, str] = {}
     for rtype, target, external in package.rels(main).values():
-        if not external and rtype.endswith("/styles") and package.has(target):
-            for style in package.xml(target):
+        root = package.optional_xml(target) if not external and rtype.endswith("/styles") else None
+        if root is not None:
+            for style in root:
                 if localname(style) != "style":
                     continue
                 sid = attr(style, "styleId") or ""
@@ -496,9 +498,10 @@ def load_docx(content: bytes, limits: PackageLimits = DEFAULT_LIMITS) -> list[Do
     notes: list[DocBlock] = []
     for rtype, target, external in package.rels(main).values():
         kind = rtype.rsplit("/", 1)[-1]
-        if external or kind not in ("footnotes", "endnotes") or not package.has(target):
+        root = None if external or kind not in ("footnotes", "endnotes") else package.optional_xml(target)
+        if root is None:
             continue
-        for note in package.xml(target):
+        for note in root:
             if localname(note) not in ("footnote", "endnote"):
                 continue
             if (attr(note, "type") or "normal") != "normal":

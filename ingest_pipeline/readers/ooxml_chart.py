@@ -113,9 +113,9 @@ def charts_of(package, part: str) -> list[ChartData]:
     """Charts referenced from ``part`` (a drawing or slide) through its relationships."""
     out = []
     for rtype, target, external in package.rels(part).values():
-        if external or not rtype.endswith("/chart") or not package.has(target):
-            continue
-        out.append(read_chart(package.xml(target)))
+        root = None if external or not rtype.endswith("/chart") else package.optional_xml(target)
+        if root is not None:
+            out.append(read_chart(root))
     return out
 
 

@@ -77,6 +77,7 @@ class SlideData:
     hidden: bool = False
     items: list[ShapeItem] = field(default_factory=list)
     notes: str = ""
+    error: str | None = None  # why the slide could not be read (its page is failed)
 
     def ordered(self) -> list[ShapeItem]:
         """Reading order: titles first, then top to bottom (in bands), left to right."""
@@ -275,8 +276,8 @@ class _PlaceholderFrames:
 
     @staticmethod
     def _collect(package, part: str) -> list[tuple[str, str, Xfrm | None]]:
-        root = package.xml(part)
-        tree = next((n for n in root.iter() if localname(n) == "spTree"), None)
+        root = package.optional_xml(part)
+        tree = next((n for n in root.iter() if localname(n) == "spTree"), None) if root is not None else None
         out = []
         if tree is None:
             return out
@@ -436,7 +437,10 @@ class _SlideWalker:
         target = chart_rel_target(self.package, self.part, data)
         if target is None:
             return
-        chart = read_chart(self.package.xml(target))
+        root = self.package.optional_xml(target)
+        if root is None:
+            return
+        chart = read_chart(root)
         self.add(kind="chart", text=chart.text(), chart_rows=chart.rows, **common)
 
     def diagram(self, data, common) -> None:
@@ -446,7 +450,9 @@ class _SlideWalker:
         rel = self.rels.get(rel_attr(ids, "dm") or "")
         if not rel or rel[2] or not self.package.has(rel[1]):
             return
-        root = self.package.xml(rel[1])
+        root = self.package.optional_xml(rel[1])
+        if root is None:
+            return
         texts = []
         for p in root.iter():
             if localname(p) == "p":
@@ -469,7 +475,7 @@ def _fill_zero(sizes: list[float], total: float) -> list[float]:
 
 def load_presentation(content: bytes, limits: PackageLimits = DEFAULT_LIMITS) -> list[SlideData]:
     """Every slide with its items and notes; PackageError if the deck cannot be read."""
-    from ingest_pipeline.ooxml_safety import PackageError
+    from ingest_pipeline.ooxml_safety import MalformedPart, PackageError
 
     package = open_package(content, limits, kind="PPTX")
     main = package.main_part()
@@ -492,7 +498,12 @@ def load_presentation(content: bytes, limits: PackageLimits = DEFAULT_LIMITS) ->
         if not rel or rel[2] or not package.has(rel[1]):
             raise PackageError(f"corrupt package: slide {index + 1} part is missing")
         part = rel[1]
-        sld = package.xml(part)
+        try:
+            sld = package.xml(part)
+        except MalformedPart as exc:
+            # One broken slide fails its own page, not the deck.
+            slides.append(SlideData(index=index, width=width, height=height, error=str(exc)))
+            continue
         slide = SlideData(index=index, width=width, height=height,
                           hidden=(sld.get("show") or "1").lower() in ("0", "false"))
         slide_rels = package.rels(part)
@@ -505,7 +516,8 @@ def load_presentation(content: bytes, limits: PackageLimits = DEFAULT_LIMITS) ->
         notes_part = next((t for rt, t, ext in slide_rels.values()
                            if not ext and rt.endswith("/notesSlide") and package.has(t)), None)
         if notes_part:
-            slide.notes = _notes_text(package.xml(notes_part))
+            notes = package.optional_xml(notes_part)
+            slide.notes = _notes_text(notes) if notes is not None else ""
         slides.append(slide)
     return slides
 
@@ -533,6 +545,10 @@ class PptxReader:
         ref = f"{self.id}@{self.version}"
         pages = []
         for slide in load_presentation(content):
+            if slide.error:
+                pages.append(PageOutput(page=slide.index + 1, status="failed", reader=ref, reason=slide.error,
+                                        width=slide.width, height=slide.height))
+                continue
             text = slide.text()
             status = "read" if text.strip() else "blank"
             pages.append(PageOutput(page=slide.index + 1, status=status, reader=ref, text=text if text.strip() else "",

@@ -15,6 +15,7 @@ from ingest_pipeline import media_types as mt
 from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.ooxml_safety import (
     DEFAULT_LIMITS,
+    MalformedPart,
     PackageError,
     PackageLimits,
     attr,
@@ -47,6 +48,7 @@ class SheetData:
     formulas_without_value: int = 0
     tables: list[tuple[str, tuple[int, int, int, int]]] = field(default_factory=list)
     charts: list = field(default_factory=list)
+    error: str | None = None  # why the sheet could not be read (its page is failed)
 
     @property
     def hidden(self) -> bool:
@@ -164,7 +166,9 @@ class _Workbook:
                 raise PackageError(f"shared string table over {self.limits.max_cells} entries")
 
     def _read_styles(self, part: str) -> None:
-        root = self.package.xml(part)
+        root = self.package.optional_xml(part)
+        if root is None:
+            return
         custom: dict[int, str] = {}
         for element in root.iter():
             if localname(element) == "numFmt":
@@ -269,7 +273,9 @@ def _read_sheet(book: _Workbook, index: int, name: str, state: str, part: str, k
         for rid in table_rids:
             rel = rels.get(rid)
             if rel and not rel[2] and package.has(rel[1]):
-                root = package.xml(rel[1])
+                root = package.optional_xml(rel[1])
+                if root is None:
+                    continue
                 area = parse_range(root.get("ref") or "")
                 if area:
                     sheet.tables.append((root.get("displayName") or root.get("name") or "", area))
@@ -322,10 +328,14 @@ def load_sheets(content: bytes, limits: PackageLimits = DEFAULT_LIMITS) -> list[
     book = _Workbook(package, limits)
     if not book.sheets:
         raise PackageError("workbook lists no sheets")
-    return [
-        _read_sheet(book, index, name, state, part, kind)
-        for index, (name, state, part, kind) in enumerate(book.sheets)
-    ]
+    sheets = []
+    for index, (name, state, part, kind) in enumerate(book.sheets):
+        try:
+            sheets.append(_read_sheet(book, index, name, state, part, kind))
+        except MalformedPart as exc:
+            # One broken sheet fails its own page, not the workbook.
+            sheets.append(SheetData(name=name, index=index, state=state, kind=kind, error=str(exc)))
+    return sheets
 
 
 class XlsxReader:
@@ -340,6 +350,9 @@ class XlsxReader:
         sheets = load_sheets(content)
         pages = []
         for sheet in sheets:
+            if sheet.error:
+                pages.append(PageOutput(page=sheet.index + 1, status="failed", reader=ref, reason=sheet.error))
+                continue
             text = sheet.text()
             reason = f"sheet {sheet.name!r} ({sheet.kind}, {sheet.state})"
             if text.strip():
