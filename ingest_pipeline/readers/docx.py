@@ -3,8 +3,10 @@
 The walk keeps what python-docx's paragraph API loses: text inside content controls
 (``w:sdt``), tracked insertions (``w:ins``), smart tags, custom XML and simple fields;
 it drops tracked deletions (``w:del``/``w:delText``) and field instructions. Text boxes
-follow the paragraph that anchors them (the VML fallback copy is skipped); footnotes and
-endnotes come at the end of the last section. Names are matched without their namespace,
+follow the paragraph that anchors them (the VML fallback copy is skipped); tables nested
+in a cell follow their outer table; footnotes and endnotes come at the end of the last
+section. Headers, footers and comments are left out: page furniture repeated on every
+page, or remarks about the text rather than the text. Names are matched without their namespace,
 so ISO Strict documents read like Transitional ones.
 """
 
@@ -489,7 +491,10 @@ def load_docx(content: bytes, limits: PackageLimits = DEFAULT_LIMITS) -> list[Do
         raise PackageError(f"not a Word document: {main} has no body")
     names, style_numbering = _styles(package, main)
     walker = _Walker(names, style_numbering, _Numbering(package, main))
-    walker.blocks(body, walker.current.blocks, "body", top=True)
+    try:
+        walker.blocks(body, walker.current.blocks, "body", top=True)
+    except RecursionError:
+        raise PackageError("document nests tables or controls too deeply to read") from None
     sections = walker.sections
     # A body ends with its sectPr; a trailing section opened by the last paragraph's
     # sectPr with nothing after it is not a section of its own.
