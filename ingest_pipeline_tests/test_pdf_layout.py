@@ -193,3 +193,22 @@ def test_pdf2_and_pdf3_leave_unread_pages_alone():
     assert PdfParagraphsChunker().chunk(content, PDF, pages) == ()
     assert PdfTablesChunker().chunk(content, PDF, pages) == ()
     assert PdfParagraphsChunker().chunk(b"junk", PDF, text_pages(content)) == ()
+
+
+def test_table_in_the_right_column_is_read_in_that_column():
+    w = PdfWriter()
+    p = w.page()
+    for k in range(12):
+        p.text(72, 700 - 14 * k, f"left column body line number {k}", 10)
+    p.text(330, 700, "Right column text above the table", 10)
+    p.text(330, 686, "continues on this second line.", 10)
+    p.grid([330, 420, 520], [640, 620, 600])
+    p.text(334, 625, "Name", 10).text(424, 625, "Value", 10)
+    p.text(334, 605, "alpha", 10).text(424, 605, "12.5", 10)
+    p.text(330, 560, "Right column text below the table.", 10)
+    content = w.to_bytes()
+    (answer,) = PdfTablesChunker().chunk(content, PDF, text_pages(content))
+    got = [(p.layout.role, p.text.split()[0]) for p in answer.pieces]
+    assert got[0] == ("paragraph", "left")
+    assert [g for g in got if g[1] != "left"] == [("paragraph", "Right"), ("table", "Name"), ("paragraph", "Right")]
+    assert got.index(("table", "Name")) > max(i for i, g in enumerate(got) if g[1] == "left")

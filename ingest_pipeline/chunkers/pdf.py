@@ -299,16 +299,28 @@ class PdfTablesChunker(BaseChunker):
         kept = [lines[i] for i in keep_idx]
         remap = {old: new for new, old in enumerate(keep_idx)}
         pars = paragraphs(kept, frame.height, {remap[i] for i in running if i in remap})
-        pieces = _paragraph_pieces(pars, frame)
-        tops = [p.box[1] for p in pars if frame.normalize(p.box) is not None or p.text.strip()]
+        pieces = _paragraph_pieces(pars, frame)  # one piece per paragraph
         placed = []
-        for g in sorted(grids, key=lambda g: (g.box[1], g.box[0])):
-            at = next((k for k, top in enumerate(tops) if top >= g.box[1]), len(tops))
-            placed.append((at, self._table_pieces(g, frame)))
-        for at, table_pieces in sorted(placed, key=lambda t: -t[0]):
+        for g in grids:
+            placed.append((self._table_position(pars, g.box), g.box[1], self._table_pieces(g, frame)))
+        # insert from the back so earlier positions stay valid; tables at one position by height
+        for at, _top, table_pieces in sorted(placed, key=lambda t: (-t[0], -t[1])):
             pieces[at:at] = table_pieces
-            tops[at:at] = [0.0] * len(table_pieces)
         return pieces
+
+    @staticmethod
+    def _table_position(pars, box) -> int:
+        """Where a table goes among the paragraphs (in reading order): before the first
+        paragraph of its column below its top, else after the last one of its column
+        above it, else by height alone."""
+        x0, y0, x1, _y1 = box
+        column = [k for k, p in enumerate(pars) if min(p.box[2], x1) - max(p.box[0], x0) > 0]
+        below = [k for k in column if pars[k].box[1] >= y0]
+        if below:
+            return below[0]
+        if column:
+            return column[-1] + 1
+        return next((k for k, p in enumerate(pars) if p.box[1] >= y0), len(pars))
 
     def _table_pieces(self, grid, frame) -> list[ChunkPiece]:
         """One piece per run of rows that fits ``max_table_chars``; every piece starts
