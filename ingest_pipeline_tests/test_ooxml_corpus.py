@@ -98,6 +98,25 @@ def test_every_file_reads_with_valid_boxes_or_fails_cleanly(path: Path):
     assert time.perf_counter() - start < 30
 
 
+READABLE = [p for p in FILES if p.name not in HOSTILE]
+
+
+@pytest.mark.parametrize("path", READABLE, ids=ids(READABLE))
+def test_chunker_checks_pass_on_the_corpus(path: Path):
+    content = path.read_bytes()
+    media_type = mt.detect(content, path.name)
+    pages = read_pages(content, media_type)
+    for chunker_class in {CHUNKERS[media_type], PptxTableChunker if media_type == mt.PPTX else CHUNKERS[media_type]}:
+        chunker = chunker_class()
+        answer = chunker.chunk(content, media_type, pages)
+        outcomes = {o.name: o for o in chunker.check(content, media_type, pages, answer)}
+        assert set(outcomes) == set(chunker.check_names)
+        for outcome in outcomes.values():
+            assert outcome.passed, (outcome.name, outcome.metadata)
+        metrics = chunker.metrics(answer)
+        assert metrics["pieces"] == sum(len(pc.pieces) for pc in answer)
+
+
 def test_pptx2_cell_boxes_validate_on_the_corpus():
     decks = [p for p in FILES if p.suffix == ".pptx"]
     cells = 0

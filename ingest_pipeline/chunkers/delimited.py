@@ -15,7 +15,7 @@ from collections import Counter
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
-from ingest_pipeline.chunkers.grid import Grid, GridCell, paragraph_piece, table_pieces
+from ingest_pipeline.chunkers.grid import Grid, GridCell, GridChecks, paragraph_piece, table_pieces
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 
 _CANDIDATES = (",", "\t", ";", "|")
@@ -63,7 +63,7 @@ def detect_delimiter(text: str, media_type: str) -> str:
     return best
 
 
-class DelimitedChunker(BaseChunker):
+class DelimitedChunker(GridChecks, BaseChunker):
     id = "delimited"
     version = 1
     summary = "a CSV/TSV table with its cells, or a line of text above one"

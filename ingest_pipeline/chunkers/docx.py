@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
-from ingest_pipeline.chunkers.grid import Grid, GridCell, paragraph_piece, split_text, table_pieces, with_reason
+from ingest_pipeline.chunkers.grid import (
+    Grid,
+    GridCell,
+    GridChecks,
+    paragraph_piece,
+    split_text,
+    table_pieces,
+    with_reason,
+)
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 
 
@@ -18,7 +26,7 @@ class DocxConfig(ChunkerConfig):
     max_chars: int = 2000
 
 
-class DocxChunker(BaseChunker):
+class DocxChunker(GridChecks, BaseChunker):
     id = "docx"
     version = 1
     summary = "a Word paragraph, or a table with its cells"

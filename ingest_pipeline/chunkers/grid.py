@@ -213,3 +213,81 @@ def split_text(text: str, max_chars: int) -> list[str]:
     if current:
         out.append(current)
     return [part for part in out if part.strip()]
+
+
+def _words(text: str) -> set[str]:
+    import re
+
+    return set(re.sub(r"[^\w]+", " ", text.lower()).split())
+
+
+class GridChecks:
+    """Asset checks and metrics shared by the Office and grid chunkers.
+
+    ``table_grid_consistent``: every table piece's text has one line per layout row and
+    one tab-separated field per column, and its cells lie inside the grid without
+    overlapping. ``page_words_covered`` (warn): every word of a claimed page's reader
+    text is in that page's pieces, so nothing the reader saw was lost.
+    """
+
+    check_names = ("table_grid_consistent", "page_words_covered")
+
+    def check(self, content, media_type, pages, answer):
+        from ingest_pipeline.contract import CheckOutcome
+
+        bad_tables = []
+        lost: dict[int, list[str]] = {}
+        texts = {p.page: p.text or "" for p in pages if p.status == "read"}
+        for page_chunks in answer:
+            seen: set[str] = set()
+            for index, piece in enumerate(page_chunks.pieces):
+                seen |= _words(piece.text or "")
+                table = piece.layout.table if piece.layout is not None else None
+                if table is None:
+                    continue
+                problem = _grid_problem(piece.text or "", table)
+                if problem:
+                    bad_tables.append({"page": page_chunks.page, "piece": index, "problem": problem})
+            missing = _words(texts.get(page_chunks.page, "")) - seen
+            if missing:
+                lost[page_chunks.page] = sorted(missing)[:20]
+        return (
+            CheckOutcome(name="table_grid_consistent", passed=not bad_tables,
+                         description="table text rows/columns match the cell grid; cells do not overlap",
+                         metadata={"tables": bad_tables[:20]}),
+            CheckOutcome(name="page_words_covered", passed=not lost, severity="warn",
+                         description="every word of the reader's page text is in the page's pieces",
+                         metadata={"missing": {str(k): v for k, v in list(lost.items())[:20]}}),
+        )
+
+    def metrics(self, answer) -> dict[str, Any]:
+        pieces = [p for pc in answer for p in pc.pieces]
+        tables = [p for p in pieces if p.content_type == "table"]
+        cells = [c for p in tables if p.layout is not None and p.layout.table is not None for c in p.layout.table.cells]
+        return {
+            "pieces": len(pieces),
+            "table_pieces": len(tables),
+            "split_table_pieces": sum(1 for p in tables if p.meta.get("parts", 1) > 1),
+            "table_cells": len(cells),
+            "merged_cells": sum(1 for c in cells if c.row_span > 1 or c.col_span > 1),
+            "image_pieces": sum(1 for p in pieces if p.image),
+            "hidden_pieces": sum(1 for p in pieces if p.bbox_reason == "hidden"),
+            "unresolved_pieces": sum(1 for p in pieces if p.bbox_reason == "unresolved"),
+        }
+
+
+def _grid_problem(text: str, table) -> str | None:
+    lines = text.split("\n")
+    if len(lines) != table.rows:
+        return f"{len(lines)} lines for {table.rows} rows"
+    if any(line.count("\t") != table.cols - 1 for line in lines):
+        return f"a line without {table.cols} fields"
+    taken: set[tuple[int, int]] = set()
+    for cell in table.cells:
+        if cell.row + cell.row_span > table.rows or cell.col + cell.col_span > table.cols:
+            return f"cell ({cell.row}, {cell.col}) reaches outside the grid"
+        spots = {(r, c) for r in range(cell.row, cell.row + cell.row_span) for c in range(cell.col, cell.col + cell.col_span)}
+        if spots & taken:
+            return f"cell ({cell.row}, {cell.col}) overlaps another"
+        taken |= spots
+    return None

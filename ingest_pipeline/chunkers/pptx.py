@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
-from ingest_pipeline.chunkers.grid import Grid, GridCell, render_rows
+from ingest_pipeline.chunkers.grid import Grid, GridCell, GridChecks, render_rows
 from ingest_pipeline.contract import ChunkPiece, Layout, PageChunks, PageOutput, TableCell, TableLayout, normalize_box
 
 
@@ -21,7 +21,7 @@ class PptxConfig(ChunkerConfig):
     include_notes: bool = True
 
 
-class PptxChunker(BaseChunker):
+class PptxChunker(GridChecks, BaseChunker):
     id = "pptx"
     version = 1
     summary = "a slide's text shape, table, chart or diagram at its box, or a picture"

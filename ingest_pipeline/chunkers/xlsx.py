@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
-from ingest_pipeline.chunkers.grid import Grid, GridCell, paragraph_piece, table_pieces, with_reason
+from ingest_pipeline.chunkers.grid import Grid, GridCell, GridChecks, paragraph_piece, table_pieces, with_reason
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 
 Rect = tuple[int, int, int, int]
@@ -89,7 +89,7 @@ def find_islands(sheet) -> list[Rect]:
     return sorted(boxes)
 
 
-class XlsxChunker(BaseChunker):
+class XlsxChunker(GridChecks, BaseChunker):
     id = "xlsx"
     version = 1
     summary = "a table (data island) of a worksheet with its cells, or a title above one"
