@@ -87,3 +87,11 @@ def test_utf16_with_bom_and_tsv_media_type():
 
 def test_blank_and_failed_pages_are_not_claimed():
     assert DelimitedChunker().chunk(b"", mt.CSV, read_pages(b"", mt.CSV)) == ()
+
+
+def test_excel_separator_hint_and_huge_field():
+    (piece,) = chunk(b"sep=;\na;b\n1,5;2\n")
+    assert piece.meta["delimiter"] == ";" and grid_of(piece) == [["a", "b"], ["1,5", "2"]]
+    big = "x" * 300_000
+    pieces = chunk(f'id,blob\n1,"{big}"\n'.encode(), max_chars=1_000_000)
+    assert grid_of(pieces[0])[1] == ["1", big]

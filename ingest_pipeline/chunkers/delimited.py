@@ -28,7 +28,11 @@ class DelimitedConfig(ChunkerConfig):
 
 
 def _rows(text: str, delimiter: str, limit: int | None = None) -> list[list[str]]:
-    reader = csv.reader(io.StringIO(text), delimiter=delimiter, quotechar='"', doublequote=True, strict=False)
+    # The csv module refuses fields over 128 KiB by default; a field may be the whole text.
+    previous = csv.field_size_limit()
+    csv.field_size_limit(max(previous, len(text) + 1))
+    handle = io.StringIO(text)
+    reader = csv.reader(handle, delimiter=delimiter, quotechar='"', doublequote=True, strict=False)
     out = []
     try:
         for row in reader:
@@ -36,11 +40,19 @@ def _rows(text: str, delimiter: str, limit: int | None = None) -> list[list[str]
             if limit is not None and len(out) >= limit:
                 break
     except csv.Error:
-        # A stray NUL or similar: keep what parsed so far, the rest as one field per line.
-        consumed = sum(1 for _ in out)
-        for line in text.split("\n")[consumed:]:
-            out.append([line] if line else [])
+        # A stray NUL or similar: keep what parsed so far, the rest one field per line.
+        out.extend([line] if line else [] for line in handle.read().split("\n"))
+    finally:
+        csv.field_size_limit(previous)
     return out
+
+
+def _separator_hint(text: str) -> tuple[str | None, str]:
+    """Excel's ``sep=;`` first line: the delimiter it names, and the text without it."""
+    first, _, rest = text.partition("\n")
+    if len(first.strip()) == 5 and first.strip().lower().startswith("sep="):
+        return first.strip()[4], rest
+    return None, text
 
 
 def detect_delimiter(text: str, media_type: str) -> str:
@@ -84,7 +96,8 @@ class DelimitedChunker(GridChecks, BaseChunker):
 
     def text_pieces(self, text: str, media_type: str) -> list[ChunkPiece]:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-        delimiter = detect_delimiter(text, media_type)
+        hinted, text = _separator_hint(text)
+        delimiter = hinted or detect_delimiter(text, media_type)
         blocks: list[list[list[str]]] = [[]]
         for row in _rows(text, delimiter):
             if not row or all(not v.strip() for v in row):
