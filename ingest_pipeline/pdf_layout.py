@@ -274,6 +274,9 @@ class _TextAccess:
         self._char_box = _fast_function(raw, ctypes, "FPDFText_GetCharBox", ctypes.c_int)
         self._angle = _fast_function(raw, ctypes, "FPDFText_GetCharAngle", ctypes.c_float)
         self._font_size = _fast_function(raw, ctypes, "FPDFText_GetFontSize", ctypes.c_double)
+        self._loose_box = _fast_function(raw, ctypes, "FPDFText_GetLooseCharBox", ctypes.c_int)
+        self.rect = raw.FS_RECTF()
+        self.rect_ref = ctypes.byref(self.rect)
         if self._count_rects is getattr(raw, "FPDFText_CountRects"):
             self.tp = textpage.raw
 
@@ -304,6 +307,12 @@ class _TextAccess:
     def font_size(self, i: int) -> float:
         return float(self._font_size(self.tp, i))
 
+    def loose_extent(self, i: int, vertical: bool) -> float:
+        rect = self.rect
+        if not self._loose_box(self.tp, i, self.rect_ref):
+            return 0.0
+        return abs(rect.right - rect.left) if vertical else abs(rect.top - rect.bottom)
+
 
 def page_text(textpage, raw) -> str:
     """The page's characters as a string whose index is the character index."""
@@ -320,8 +329,13 @@ def page_text(textpage, raw) -> str:
     return "".join(chars)
 
 
-def _size_of(acc: _TextAccess, index: int, perp_extent: float) -> float:
+def _size_of(acc: _TextAccess, index: int, perp_extent: float, vertical: bool = False) -> float:
+    """A line's font size in points: PDFium's, or (when it reports 1, as for text set
+    with ``1 Tf`` and a scaled matrix) the height of the character's loose box, which
+    follows the font's ascent and descent rather than the glyph's ink."""
     fs = acc.font_size(index)
+    if not (fs > 1.0):
+        fs = acc.loose_extent(index, vertical)
     if not (fs > 1.0):
         return max(perp_extent, 1.0)
     return max(min(fs, 2.0 * perp_extent), perp_extent, 1.0)
@@ -385,7 +399,7 @@ def _rect_fragments(acc, frame, text, s, e, first, d, rects):
         perp_extent = max(b[3] - b[1] for b in boxes)
     else:
         perp_extent = max(_perp(b, d)[1] - _perp(b, d)[0] for b in boxes)
-    size = _size_of(acc, first, perp_extent)
+    size = _size_of(acc, first, perp_extent, d in (90, 270))
     if d == -1 or len(boxes) == 1:
         return [_Frag(text[s:e], _union(boxes), d, size, first)]
     gap_limit = GAP_FACTOR * size
@@ -477,7 +491,7 @@ def _char_fragments(acc, frame, text, s, e, rotation, per_char_angle: bool):
                 flush()
         if cur_box is None:
             cur_box, cur_dir, cur_first = list(b), d, i
-            size = _size_of(acc, i, p1 - p0)
+            size = _size_of(acc, i, p1 - p0, d in (90, 270))
             cur_chars = [c]
         else:
             if pending_space:
@@ -523,7 +537,7 @@ def extract_lines(page, textpage, raw, ctypes, frame: PageFrame | None = None) -
                 d = _quantize(a_first, rotation)
                 boxes = [frame.box(*r) for r in rects]
                 pe = max(_perp(b, d)[1] - _perp(b, d)[0] for b in boxes)
-                got = [_Frag(segment, _union(boxes), d, _size_of(acc, first, pe), first, rtl=True)]
+                got = [_Frag(segment, _union(boxes), d, _size_of(acc, first, pe, d in (90, 270)), first, rtl=True)]
         if got is None and not per_glyph and not mixed:
             rects = acc.rects(s, e - s)
             if rects:
