@@ -136,3 +136,18 @@ def test_declared_dimension_of_the_whole_grid_costs_only_the_real_cells():
     (table,) = chunk(content)[1]
     assert time.perf_counter() - start < 5
     assert table.text == "h1\th2\n1\t2"
+
+
+def test_a_sparse_island_spanning_the_sheet_becomes_a_cell_list_quickly():
+    wb = openpyxl.Workbook(write_only=True)
+    ws = wb.create_sheet("L")
+    ws.append([f"h{c}" for c in range(16384)])  # the whole first row, A1:XFD1
+    for r in range(20_000):
+        ws.append([f"v{r}"])  # and a long first column
+    content = save_xlsx(wb)
+    start = time.perf_counter()
+    pieces = chunk(content)[1]
+    assert time.perf_counter() - start < 20
+    assert pieces and all(p.content_type == "cells" for p in pieces)
+    assert pieces[0].text.startswith("A1\th0\nB1\th1") and pieces[-1].text.endswith("A20001\tv19999")
+    assert all(len(p.text) <= 2000 for p in pieces)

@@ -2,6 +2,8 @@
 
 Islands are the bounding boxes of 4-connected non-empty cells (merged ranges count as
 filled), grown until no other island touches them; Excel table parts are used as given.
+An island whose grid would exceed ``max_table_grid`` positions (a sparse sheet spanning
+the whole grid) is chunked as ``A1<tab>value`` lines instead, so cost follows the cells.
 A single-value top row above an island (a title, often merged across) becomes a
 paragraph, and so does an island of one cell. Policy for hidden content: a hidden sheet's
 pieces carry ``bbox_reason=hidden``; hidden rows leave the table and come as one extra
@@ -14,37 +16,53 @@ from dataclasses import replace
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
-from ingest_pipeline.chunkers.grid import Grid, GridCell, GridChecks, paragraph_piece, table_pieces, with_reason
+from ingest_pipeline.chunkers.grid import (
+    Grid,
+    GridCell,
+    GridChecks,
+    paragraph_piece,
+    split_text,
+    table_pieces,
+    with_reason,
+)
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 
 Rect = tuple[int, int, int, int]
+Island = tuple[Rect, list[tuple[int, int]]]  # bounding box, member positions
 _MAX_COMPONENTS_TO_MERGE = 2000
+_MAX_MERGE_FILL = 2_000_000
 
 
 class XlsxConfig(ChunkerConfig):
     max_chars: int = 2000
     title_rows: bool = True
+    # An island whose grid (rows x columns) is larger than this is chunked as a list of
+    # cells ("B7<tab>value" lines) instead of a table, so a sparse sheet cannot blow up.
+    max_table_grid: int = 1_000_000
 
 
-def _components(filled: set[tuple[int, int]]) -> list[Rect]:
-    """Bounding boxes of the 4-connected components of ``filled``."""
+def _components(filled: set[tuple[int, int]]) -> list[Island]:
+    """The 4-connected components of ``filled``, with their bounding boxes."""
     seen: set[tuple[int, int]] = set()
-    boxes: list[Rect] = []
+    islands: list[Island] = []
     for start in sorted(filled):
         if start in seen:
             continue
         seen.add(start)
         stack = [start]
-        r0, c0, r1, c1 = start[0], start[1], start[0], start[1]
+        members = []
         while stack:
-            r, c = stack.pop()
-            r0, c0, r1, c1 = min(r0, r), min(c0, c), max(r1, r), max(c1, c)
+            pos = stack.pop()
+            members.append(pos)
+            r, c = pos
             for n in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
                 if n in filled and n not in seen:
                     seen.add(n)
                     stack.append(n)
-        boxes.append((r0, c0, r1, c1))
-    return boxes
+        rows = [p[0] for p in members]
+        cols = [p[1] for p in members]
+        islands.append(((min(rows), min(cols), max(rows), max(cols)), members))
+    return islands
 
 
 def _touch(a: Rect, b: Rect) -> bool:
@@ -56,37 +74,50 @@ def _touch(a: Rect, b: Rect) -> bool:
     return (overlap_rows and near_cols) or (overlap_cols and near_rows)
 
 
-def _merge_boxes(boxes: list[Rect]) -> list[Rect]:
-    if len(boxes) > _MAX_COMPONENTS_TO_MERGE:
-        return boxes
+def _merge_islands(islands: list[Island]) -> list[Island]:
+    """Merge islands whose boxes overlap or touch, until none do."""
+    if len(islands) > _MAX_COMPONENTS_TO_MERGE:
+        return islands
     changed = True
     while changed:
         changed = False
-        out: list[Rect] = []
-        for box in boxes:
-            for i, other in enumerate(out):
+        out: list[Island] = []
+        for box, members in islands:
+            for i, (other, other_members) in enumerate(out):
                 if _touch(other, box):
-                    out[i] = (min(box[0], other[0]), min(box[1], other[1]), max(box[2], other[2]), max(box[3], other[3]))
+                    merged = (min(box[0], other[0]), min(box[1], other[1]), max(box[2], other[2]), max(box[3], other[3]))
+                    out[i] = (merged, other_members + members)
                     changed = True
                     break
             else:
-                out.append(box)
-        boxes = out
-    return sorted(boxes)
+                out.append((box, members))
+        islands = out
+    return islands
 
 
-def find_islands(sheet) -> list[Rect]:
-    """Data islands of a sheet (rectangles, 0-based inclusive), top to bottom."""
+def find_islands(sheet) -> list[Island]:
+    """Data islands of a sheet (0-based inclusive boxes and member cells), top to bottom."""
     filled = set(sheet.cells)
+    budget = _MAX_MERGE_FILL
     for r0, c0, r1, c1 in sheet.merges:
-        if (r1 - r0 + 1) * (c1 - c0 + 1) > 100_000:
+        area = (r1 - r0 + 1) * (c1 - c0 + 1)
+        if area > budget:
+            filled.add((r0, c0))
             continue
+        budget -= area
         filled.update((r, c) for r in range(r0, r1 + 1) for c in range(c0, c1 + 1))
-    explicit = [area for _name, area in sheet.tables]
+    explicit: list[Island] = [(area, []) for _name, area in sheet.tables]
     if explicit:
-        filled = {p for p in filled if not any(a[0] <= p[0] <= a[2] and a[1] <= p[1] <= a[3] for a in explicit)}
-    boxes = _merge_boxes(_components(filled)) + list(explicit)
-    return sorted(boxes)
+        rest = set()
+        for pos in filled:
+            for area, members in explicit:
+                if area[0] <= pos[0] <= area[2] and area[1] <= pos[1] <= area[3]:
+                    members.append(pos)
+                    break
+            else:
+                rest.add(pos)
+        filled = rest
+    return sorted(_merge_islands(_components(filled)) + explicit, key=lambda island: island[0])
 
 
 class XlsxChunker(GridChecks, BaseChunker):
@@ -122,8 +153,19 @@ class XlsxChunker(GridChecks, BaseChunker):
     def sheet_pieces(self, sheet) -> list[ChunkPiece]:
         pieces: list[ChunkPiece] = []
         merges_by_origin = {(m[0], m[1]): m for m in sheet.merges}
-        for number, island in enumerate(find_islands(sheet)):
-            pieces.extend(self._island_pieces(sheet, island, number, merges_by_origin))
+        for number, (island, members) in enumerate(find_islands(sheet)):
+            row_cells: dict[int, dict[int, str]] = {}
+            for pos in members:
+                value = sheet.cells.get(pos)
+                if value is not None:
+                    row_cells.setdefault(pos[0], {})[pos[1]] = value
+            if not row_cells:
+                continue
+            grid_size = (island[2] - island[0] + 1) * (island[3] - island[1] + 1)
+            if grid_size > self.config.max_table_grid:
+                pieces.extend(self._sparse_pieces(sheet, island, row_cells))
+                continue
+            pieces.extend(self._island_pieces(sheet, island, number, merges_by_origin, row_cells))
         for number, chart in enumerate(sheet.charts):
             meta = {"sheet": sheet.name, "chart_index": number}
             caption = paragraph_piece(chart.caption(), role="chart_title", meta=meta)
@@ -138,33 +180,46 @@ class XlsxChunker(GridChecks, BaseChunker):
             pieces = [with_reason(p, "hidden") for p in pieces]
         return pieces
 
-    def _island_pieces(self, sheet, island: Rect, number: int, merges_by_origin) -> list[ChunkPiece]:
+    def _sparse_pieces(self, sheet, island: Rect, row_cells: dict[int, dict[int, str]]) -> list[ChunkPiece]:
+        """An island too large for a grid: its cells as ``A1<tab>value`` lines."""
+        lines = []
+        for r in sorted(row_cells):
+            for c in sorted(row_cells[r]):
+                lines.append(f"{_col_letters(c)}{r + 1}\t{' '.join(row_cells[r][c].split())}")
+        meta = {"sheet": sheet.name, "range": _a1(island), "layout": "cell list"}
+        pieces = []
+        for part in split_text("\n".join(lines), self.config.max_chars):
+            piece = paragraph_piece(part, role="cells", meta=meta)
+            if piece:
+                pieces.append(piece)
+        return pieces
+
+    def _island_pieces(self, sheet, island: Rect, number: int, merges_by_origin,
+                       row_cells: dict[int, dict[int, str]]) -> list[ChunkPiece]:
         r0, c0, r1, c1 = island
-        cells = sheet.cells
         base_meta = {"sheet": sheet.name, "range": _a1(island)}
         out: list[ChunkPiece] = []
         hidden_lines = []
         rows = []
-        merged_rows = {r for m in sheet.merges if m[1] <= c1 and c0 <= m[3] for r in range(max(m[0], r0), min(m[2], r1) + 1)}
-        for r in range(r0, r1 + 1):
-            values = [cells[(r, c)] for c in range(c0, c1 + 1) if (r, c) in cells]
-            if not values and r not in merged_rows:
-                continue
+        merged_rows = {r for m in sheet.merges if m[1] <= c1 and c0 <= m[3] and m[0] <= r1 and r0 <= m[2]
+                       for r in range(max(m[0], r0), min(m[2], r1) + 1)}
+        for r in sorted(set(row_cells) | merged_rows):
+            values = [row_cells[r][c] for c in sorted(row_cells.get(r, {}))]
             if r in sheet.hidden_rows:
                 if values:
                     hidden_lines.append("\t".join(" ".join(v.split()) for v in values))
             else:
                 rows.append(r)
-        if not any((r, c) in cells for r in rows for c in range(c0, c1 + 1)):
+        if not any(r in row_cells for r in rows):
             rows = []
 
         def count(r: int) -> int:
-            return sum(1 for c in range(c0, c1 + 1) if (r, c) in cells)
+            return len(row_cells.get(r, ()))
 
         # Titles: a leading row holding one value above a row holding several.
         while self.config.title_rows and len(rows) > 1 and c1 > c0:
             first = rows[0]
-            values = [(c, cells[(first, c)]) for c in range(c0, c1 + 1) if (first, c) in cells]
+            values = sorted(row_cells.get(first, {}).items())
             if len(values) != 1 or count(rows[1]) < 2:
                 break
             piece = paragraph_piece(values[0][1], role="title", meta={**base_meta, "cell": _a1((first, values[0][0], first, values[0][0]))})
@@ -172,7 +227,7 @@ class XlsxChunker(GridChecks, BaseChunker):
                 out.append(piece)
             rows = rows[1:]
         if len(rows) == 1:
-            values = [cells[(rows[0], c)] for c in range(c0, c1 + 1) if (rows[0], c) in cells]
+            values = list(row_cells.get(rows[0], {}).values())
             if len(values) == 1:
                 piece = paragraph_piece(values[0], role="paragraph", meta=base_meta)
                 if piece:
