@@ -95,3 +95,18 @@ def test_excel_separator_hint_and_huge_field():
     big = "x" * 300_000
     pieces = chunk(f'id,blob\n1,"{big}"\n'.encode(), max_chars=1_000_000)
     assert grid_of(pieces[0])[1] == ["1", big]
+
+
+def test_one_enormous_row_among_short_ones_is_not_padded():
+    wide = ",".join(["x"] * 50_000)
+    rows = "\n".join(["a,b"] * 500)
+    pieces = chunk(f"{wide}\n{rows}\n".encode(), max_chars=10_000_000)
+    (piece,) = pieces
+    assert piece.meta["ragged"] and len(piece.text) < 2 * (len(wide) + len(rows))
+    assert piece.text.split("\n")[1] == "a\tb"
+    from ingest_pipeline.chunkers.delimited import DelimitedChunker as C
+    content = f"{wide}\n{rows}\n".encode()
+    pages = read_pages(content, mt.CSV)
+    checker = C({"max_chars": 10_000_000})
+    outcomes = {o.name: o.passed for o in checker.check(content, mt.CSV, pages, checker.chunk(content, mt.CSV, pages))}
+    assert outcomes["table_grid_consistent"]

@@ -28,6 +28,7 @@ _SKIP_INLINE = frozenset({
 _WRAPPERS = frozenset({"sdt", "sdtContent", "customXml", "ins", "moveTo", "smartTag"})
 _HEADING = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 _FALSE = ("0", "false", "off")
+_MAX_COLUMNS = 64
 
 
 @dataclass
@@ -370,10 +371,7 @@ class _Walker:
                     for prop in child:
                         pname = localname(prop)
                         if pname == "gridBefore":
-                            try:
-                                col = int(attr(prop, "val") or "0")
-                            except ValueError:
-                                col = 0
+                            col = min(max(0, _int(attr(prop, "val"), 0)), _MAX_COLUMNS)
                         elif pname == "tblHeader" and (attr(prop, "val") or "true").lower() not in _FALSE:
                             is_header = True
             if header_run and is_header:
@@ -388,10 +386,8 @@ class _Walker:
                         for prop in child:
                             pname = localname(prop)
                             if pname == "gridSpan":
-                                try:
-                                    span = max(1, int(attr(prop, "val") or "1"))
-                                except ValueError:
-                                    span = 1
+                                # Word tables have at most 63 columns; a larger span is junk.
+                                span = min(max(1, _int(attr(prop, "val"), 1)), _MAX_COLUMNS)
                             elif pname == "vMerge":
                                 vmerge = attr(prop, "val") or "continue"
                             elif pname == "hMerge":

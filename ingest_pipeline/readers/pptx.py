@@ -409,8 +409,8 @@ class _SlideWalker:
                 if not spanned:
                     cells.append(TableCellData(
                         row=r, col=c, text=text_of(_find(tc, "txBody")),
-                        row_span=max(1, int(tc.get("rowSpan") or "1")),
-                        col_span=max(1, int(tc.get("gridSpan") or "1")),
+                        row_span=min(max(1, int(tc.get("rowSpan") or "1")), len(rows) - r),
+                        col_span=min(max(1, int(tc.get("gridSpan") or "1")), max(len(widths) - c, 1)),
                     ))
                 c += 1
         cols = max([len(widths)] + [cell.col + cell.col_span for cell in cells] + [0])
