@@ -12,6 +12,7 @@ pieces carry ``bbox_reason=hidden``; hidden rows leave the table and come as one
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import replace
 
 from ingest_pipeline import media_types as mt
@@ -201,8 +202,7 @@ class XlsxChunker(GridChecks, BaseChunker):
         out: list[ChunkPiece] = []
         hidden_lines = []
         rows = []
-        merged_rows = {r for m in sheet.merges if m[1] <= c1 and c0 <= m[3] and m[0] <= r1 and r0 <= m[2]
-                       for r in range(max(m[0], r0), min(m[2], r1) + 1)}
+        merged_rows = _rows_covered(sheet.merges, island)
         for r in sorted(set(row_cells) | merged_rows):
             values = [row_cells[r][c] for c in sorted(row_cells.get(r, {}))]
             if r in sheet.hidden_rows:
@@ -255,6 +255,8 @@ class XlsxChunker(GridChecks, BaseChunker):
                     c1 = max(c1, min(merge[3], island_c1))
         c0 = max(c0, island_c0)
         grid_cells: list[GridCell] = []
+        # Overlapping (invalid) merges could mark the same cells again and again.
+        budget = 4 * len(rows) * (c1 - c0 + 1)
         covered: dict[tuple[int, int], int] = {}
         for r in rows:
             for c in range(c0, c1 + 1):
@@ -269,10 +271,11 @@ class XlsxChunker(GridChecks, BaseChunker):
                 if value is None and merge is None:
                     continue
                 row_span = col_span = 1
-                if merge:
-                    span_rows = [x for x in rows if merge[0] <= x <= merge[2]]
+                if merge and budget > 0:
+                    span_rows = rows[bisect_left(rows, merge[0]):bisect_right(rows, merge[2])]
                     row_span = max(1, len(span_rows))
                     col_span = max(1, min(merge[3], c1) - c + 1)
+                    budget -= row_span * col_span
                     for x in span_rows:
                         for y in range(c, c + col_span):
                             if (x, y) != (r, c):
@@ -283,6 +286,21 @@ class XlsxChunker(GridChecks, BaseChunker):
         if sheet.hidden_cols & set(range(c0, c1 + 1)):
             table_meta["hidden_cols"] = sorted(c - c0 for c in sheet.hidden_cols if c0 <= c <= c1)
         return table_pieces(grid, self.config.max_chars, meta=table_meta)
+
+
+def _rows_covered(merges, island: Rect) -> set[int]:
+    """Rows of ``island`` that some merged range covers (interval union, then expanded)."""
+    r0, c0, r1, c1 = island
+    spans = sorted((max(m[0], r0), min(m[2], r1)) for m in merges
+                   if m[1] <= c1 and c0 <= m[3] and m[0] <= r1 and r0 <= m[2])
+    rows: set[int] = set()
+    end = -1
+    for lo, hi in spans:
+        lo = max(lo, end + 1)
+        if lo <= hi:
+            rows.update(range(lo, hi + 1))
+            end = hi
+    return rows
 
 
 def _col_letters(col: int) -> str:
