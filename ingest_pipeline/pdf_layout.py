@@ -146,7 +146,7 @@ def page_frame(page) -> PageFrame:
 # --------------------------------------------------------------------------- lines
 
 
-@dataclass
+@dataclass(slots=True)
 class Line:
     """A visual line in display space; ``direction`` is the reading direction in
     clockwise degrees (0 = left to right, 270 = bottom to top) or -1 when skewed."""
@@ -175,7 +175,7 @@ class Line:
         return (self.y0 + self.y1) / 2
 
 
-@dataclass
+@dataclass(slots=True)
 class _Frag:
     text: str
     box: list  # [x0, y0, x1, y1]
@@ -199,6 +199,8 @@ def _is_rtl(text: str) -> bool:
 
 
 def _quantize(angle_rad: float, rotation: int) -> int:
+    if angle_rad == 0.0:
+        return rotation
     deg = (math.degrees(angle_rad) + rotation) % 360.0
     for q in (0, 90, 180, 270, 360):
         if abs(deg - q) <= 8.0:
@@ -525,11 +527,13 @@ def extract_lines(page, textpage, raw, ctypes, frame: PageFrame | None = None) -
         if head is None:
             continue
         first = s + head.start()
-        last = s + len(segment.rstrip()) - 1
         a_first = acc.angle(first)
         # Per-glyph pages check the angle at both ends; elsewhere a change of angle
         # inside a PDFium line shows as a change of row among its rects.
-        mixed = per_glyph and last != first and abs(a_first - acc.angle(last)) > 0.05
+        mixed = False
+        if per_glyph:
+            last = s + len(segment.rstrip()) - 1
+            mixed = last != first and abs(a_first - acc.angle(last)) > 0.05
         got = None
         if _RTL.search(segment) and _is_rtl(segment):
             rects = acc.rects(s, e - s)

@@ -126,8 +126,8 @@ class PdfLinesChunker(BaseChunker):
                 if n == 0:
                     continue  # no text layer (a scan read by OCR): lines@1's page
                 pieces = []
-                for i, ln in enumerate(lines):
-                    piece = _text_piece(ln.text, ln.box, frame, content_type="line", meta={"line": i})
+                for ln in lines:
+                    piece = _text_piece(ln.text, ln.box, frame, content_type="line")
                     if piece is not None:
                         pieces.append(piece)
                 out.append(PageChunks(page=po.page, pieces=tuple(pieces)))
