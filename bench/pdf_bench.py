@@ -81,7 +81,11 @@ def main() -> None:
     args = parser.parse_args()
 
     from ingest_pipeline import media_types as mt
-    from ingest_pipeline.chunkers.pdf import PdfLinesChunker, PdfParagraphsChunker, PdfTablesChunker
+    from ingest_pipeline.chunkers.pdf import (
+        PdfLinesChunker,
+        PdfParagraphsChunker,
+        PdfTablesChunker,
+    )
     from ingest_pipeline.readers import read_pages
     from ingest_pipeline.readers.base import ReadOptions
     from ingest_pipeline.readers.ocr import needs_ocr, ocr_pdf_pages

@@ -20,8 +20,6 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ingest_pipeline.contract import validate_bbox
-
 DPI_ENV = "INGEST_CHUNK_DPI"
 DEFAULT_DPI = 120.0
 
@@ -279,7 +277,7 @@ class _TextAccess:
         self._loose_box = _fast_function(raw, ctypes, "FPDFText_GetLooseCharBox", ctypes.c_int)
         self.rect = raw.FS_RECTF()
         self.rect_ref = ctypes.byref(self.rect)
-        if self._count_rects is getattr(raw, "FPDFText_CountRects"):
+        if self._count_rects is raw.FPDFText_CountRects:
             self.tp = textpage.raw
 
     def rects(self, start: int, count: int) -> list[tuple[float, float, float, float]]:

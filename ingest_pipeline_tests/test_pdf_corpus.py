@@ -17,7 +17,11 @@ import pytest
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.lines import LinesChunker
 from ingest_pipeline.chunkers.page import PageChunker
-from ingest_pipeline.chunkers.pdf import PdfLinesChunker, PdfParagraphsChunker, PdfTablesChunker
+from ingest_pipeline.chunkers.pdf import (
+    PdfLinesChunker,
+    PdfParagraphsChunker,
+    PdfTablesChunker,
+)
 from ingest_pipeline.contract import validate_bbox
 from ingest_pipeline.merge import Claim, merge_claims
 from ingest_pipeline.readers import read_pages

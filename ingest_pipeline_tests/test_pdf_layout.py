@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.page import PageChunker
-from ingest_pipeline.chunkers.pdf import PdfLinesChunker, PdfParagraphsChunker, PdfTablesChunker
+from ingest_pipeline.chunkers.pdf import (
+    PdfLinesChunker,
+    PdfParagraphsChunker,
+    PdfTablesChunker,
+)
 from ingest_pipeline.contract import PageOutput, validate_bbox
 from ingest_pipeline.merge import Claim, merge_claims
 from ingest_pipeline.registry import ChunkerRegistry

@@ -11,8 +11,8 @@ import pytest
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.pdf import PdfLinesChunker
 from ingest_pipeline.contract import LocatedLine, PageOutput, validate_bbox
-from ingest_pipeline.readers.pdf import PdfTextReader
 from ingest_pipeline.readers.base import ReadOptions
+from ingest_pipeline.readers.pdf import PdfTextReader
 from ingest_pipeline_tests.pdf_writer import PdfWriter, gray_image, invoice_pdf
 
 PDF = mt.PDF
@@ -248,7 +248,6 @@ def test_render_failure_costs_only_that_page(monkeypatch):  # T-D3
 
 def test_encrypted_pdf_is_read_with_the_context_password():
     from ingest_pipeline.readers.base import document_password
-
     from ingest_pipeline_tests.conftest import CORPUS
 
     path = CORPUS / "files/pdf/pypdf-samples__libreoffice-writer-password.pdf"

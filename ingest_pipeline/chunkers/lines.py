@@ -4,7 +4,14 @@ paragraphs. They never reopen the bytes, so they serve any media type."""
 from __future__ import annotations
 
 from ingest_pipeline.chunkers.base import BaseChunker
-from ingest_pipeline.contract import ChunkPiece, Layout, LocatedLine, PageChunks, PageOutput, normalize_box
+from ingest_pipeline.contract import (
+    ChunkPiece,
+    Layout,
+    LocatedLine,
+    PageChunks,
+    PageOutput,
+    normalize_box,
+)
 
 
 def _usable(line: LocatedLine) -> bool:
