@@ -61,6 +61,10 @@ CASES = [
     "\tTabbed code\n\n\tmore",
     "---\ntitle: x\n...\n# h",
     "---\nno front matter\n\n# h",
+    "- a\n  ```\nlazy\n---\nafter",  # a paragraph at a region's end may be a setext heading
+    "- a\n  ```\nlazy\n$$\n\nx\n$$\n- b",  # math opened inside a region runs past it
+    "- a\n  ```\nlazy\n```\n\n# inside\n```",  # and so does a fence
+    "> a\nlazy\n<!--\n\n# in comment\n-->",  # and an HTML comment
 ]
 
 
@@ -99,3 +103,15 @@ def test_random_documents_match_markdown_it_and_keep_the_guarantees():
         assert outcomes["source_lines_covered"].passed, text
         sizes = outcomes["sizes_within_bounds"].metadata
         assert not sizes["over_max_unflagged"] and not sizes["overflow_not_single_block"], text
+
+
+def test_lazy_regions_stay_linear():
+    import time
+
+    text = "- a\n  ```\nlazy\n" * 3000
+    start = time.process_time()
+    lines, blocks = scan_blocks(text)
+    assert time.process_time() - start < 2.0
+    assert len(blocks) == 6000 and comparable(lines, blocks)[:3] == [
+        ("list", 0, 2), ("paragraph", 2, 3), ("list", 3, 5),
+    ]

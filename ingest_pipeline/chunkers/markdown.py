@@ -517,12 +517,25 @@ class _Scanner:
     def delegate(self, i: int, end: int) -> int:
         """Blocks of lines[i:end] from markdown-it; returns the line to resume scanning at."""
         self.regions += 1
-        found = _fill_gaps(self.lines, markdown_it_blocks("\n".join(self.lines[i:end]), offset=i), i, end)
-        # Only the first block is final: a later one may open math, a fence or an HTML
-        # block that runs past the region, which the scanner then sees whole.
-        first = found[0]
-        self.blocks.append(first)
-        return first.end
+        lines = self.lines
+        found = _fill_gaps(lines, markdown_it_blocks("\n".join(lines[i:end]), offset=i), i, end)
+        # The first block (the container) ends within the region. A later block is taken
+        # while nothing before it could run past the region: the scanner resumes, seeing
+        # the rest of the document, at a block that touches the region's end (a paragraph
+        # there may be a setext heading) or that opens a fence, math or an HTML block
+        # (its end may lie beyond the region).
+        self.blocks.append(found[0])
+        resume = found[0].end
+        for block in found[1:]:
+            if block.end >= end:
+                break
+            first = lines[block.start]
+            s = first.lstrip(" \t")
+            if _indent(first) < 4 and s[:1] in ("`", "~", "$", "<"):
+                break
+            self.blocks.append(block)
+            resume = block.end
+        return resume
 
 
 def _fill_gaps(lines: Sequence[str], blocks: list[Block], start: int, end: int) -> list[Block]:
