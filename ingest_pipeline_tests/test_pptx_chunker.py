@@ -204,6 +204,7 @@ def test_x5_hidden_shape_and_hidden_slide_are_kept_as_hidden():
     answer = chunk(save_pptx(prs))
     pieces = {p.text: p for p in answer[1]}
     assert pieces["Secret"].bbox is None and pieces["Secret"].bbox_reason == "hidden"
+    assert_box(pieces["Secret"].meta["hidden_bbox"], norm(100, 100, 1100, 1100))
     assert pieces["Shown"].bbox is not None
     (on_hidden,) = answer[2]
     assert on_hidden.bbox_reason == "hidden" and on_hidden.bbox is None

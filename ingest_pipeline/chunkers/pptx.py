@@ -73,7 +73,12 @@ class PptxChunker(GridChecks, BaseChunker):
 
     def _piece(self, slide, item) -> ChunkPiece | None:
         bbox, reason = self._where(slide, item)
-        meta = {"shape": item.name} if item.name else {}
+        meta: dict = {"shape": item.name} if item.name else {}
+        if item.hidden and item.frame is not None:
+            # The contract gives a hidden piece no bbox; the stated box stays findable.
+            stated = normalize_box(item.frame, slide.width, slide.height)
+            if stated is not None:
+                meta["hidden_bbox"] = list(stated)
         if item.kind == "picture":
             if not item.image:
                 return None
