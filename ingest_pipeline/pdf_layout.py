@@ -14,6 +14,7 @@ Callers hold ``PDFIUM_LOCK`` around every function that takes PDFium objects.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import statistics
@@ -1010,6 +1011,7 @@ class Grid:
     xs: list[float]
     ys: list[float]
     cells: list[GridCell] = field(default_factory=list)
+    _index: dict | None = field(default=None, repr=False)
 
     @property
     def box(self) -> tuple[float, float, float, float]:
@@ -1024,13 +1026,18 @@ class Grid:
         return len(self.xs) - 1
 
     def cell_at(self, x: float, y: float) -> GridCell | None:
+        """The (possibly merged) cell holding the point, found by bisection."""
         if not (self.xs[0] <= x <= self.xs[-1] and self.ys[0] <= y <= self.ys[-1]):
             return None
-        for cell in self.cells:
-            b = cell.box
-            if b[0] <= x <= b[2] and b[1] <= y <= b[3]:
-                return cell
-        return None
+        if self._index is None:
+            self._index = {}
+            for cell in self.cells:
+                for r in range(cell.row, cell.row + cell.row_span):
+                    for c in range(cell.col, cell.col + cell.col_span):
+                        self._index[(r, c)] = cell
+        col = min(max(bisect.bisect_right(self.xs, x) - 1, 0), self.cols - 1)
+        row = min(max(bisect.bisect_right(self.ys, y) - 1, 0), self.rows - 1)
+        return self._index.get((row, col))
 
 
 def _covered(rules: list[Rule], pos: float, a: float, b: float) -> bool:
