@@ -3,7 +3,8 @@
 Chunks every file of ../shared/corpus/markdown-bench (or the folders given) with
 markdown@1, with LangChain's MarkdownHeaderTextSplitter followed by
 RecursiveCharacterTextSplitter(chunk_size=1000), and parses it with markdown-it-py
-(tables, dollar math, front matter: markdown@1's plugins); prints MB/s of CPU time
+(tables, dollar math, front matter: markdown@1's plugins), in full and with its inline
+rule off; prints MB/s of CPU time
 (time.process_time) for each and the ratios. Best of ``--repeat`` runs per contestant.
 
     .venv/bin/python bench/markdown_bench.py [--repeat 5] [DIR ...]
@@ -70,6 +71,16 @@ def run_markdown_it(texts: list[str]) -> int:
     return sum(len(md.parse(t)) for t in texts)
 
 
+def run_markdown_it_blocks(texts: list[str]) -> int:
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.dollarmath import dollarmath_plugin
+    from mdit_py_plugins.front_matter import front_matter_plugin
+
+    md = MarkdownIt("commonmark").enable("table").use(dollarmath_plugin).use(front_matter_plugin)
+    md.disable("inline")
+    return sum(len(md.parse(t)) for t in texts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("dirs", nargs="*", type=Path, default=[DEFAULT_CORPUS])
@@ -78,13 +89,14 @@ def main() -> None:
     texts = load(args.dirs)
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     # import everything once so no contestant pays for imports
-    for fn in (run_markdown, run_langchain, run_markdown_it):
+    for fn in (run_markdown, run_langchain, run_markdown_it, run_markdown_it_blocks):
         fn(texts[:1])
     results = {}
     for name, fn in (
         ("markdown@1", run_markdown),
         ("langchain header+recursive(1000)", run_langchain),
         ("markdown-it-py full parse", run_markdown_it),
+        ("markdown-it-py block parse only", run_markdown_it_blocks),
     ):
         seconds, count = timed(fn, texts, args.repeat)
         results[name] = mb / seconds
@@ -93,6 +105,7 @@ def main() -> None:
     print(f"corpus: {len(texts)} files, {mb:.2f} MB")
     print(f"markdown@1 / langchain   = {ours / results['langchain header+recursive(1000)']:.2f}x")
     print(f"markdown@1 / markdown-it = {ours / results['markdown-it-py full parse']:.2f}x")
+    print(f"markdown@1 / markdown-it blocks only = {ours / results['markdown-it-py block parse only']:.2f}x")
 
 
 if __name__ == "__main__":
