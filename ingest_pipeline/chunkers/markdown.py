@@ -230,12 +230,12 @@ class _Scanner:
         return False
 
     # -- the scan --------------------------------------------------------------------
-    def scan(self, start: int = 0, stop: int | None = None) -> list[Block]:
+    def scan(self) -> list[Block]:
         lines = self.lines
-        n = self.n if stop is None else stop
+        n = self.n
         blocks = self.blocks
-        i = start
-        if i == 0 and n and lines[0].startswith("---"):
+        i = 0
+        if n and lines[0].startswith("---"):
             end = self.front_matter(n)
             if end:
                 blocks.append(Block("front_matter", 0, end))
