@@ -527,6 +527,7 @@ def test_level_jumps_and_duplicate_titles():
     pieces = chunk(text)
     assert [p.header_path for p in pieces] == [("A", "C"), ("A", "C")]
     assert pieces[0].meta["header_levels"] == [1, 3]
+    assert pieces[0].meta["header_path"] == [{"level": 1, "text": "A"}, {"level": 3, "text": "C"}]
     assert "under c" in pieces[0].text and "second c" in pieces[1].text  # a heading is a boundary
 
 

@@ -1106,6 +1106,7 @@ class MarkdownChunker(BaseChunker):
                 "end_char": b,
                 "chars": b - a,
                 "header_levels": [lvl for lvl, _ in c.path],
+                "header_path": [{"level": lvl, "text": t} for lvl, t in c.path],
                 "block_ids": block_ids,
                 "block_kinds": sorted(kinds),
                 "flags": {
