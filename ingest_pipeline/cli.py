@@ -56,6 +56,12 @@ def search_hits(p, query: str, profile: str | None, k: int, mode: str) -> list[d
 def cmd_search(args) -> int:
     p = _pipeline(args)
     hits = search_hits(p, args.query, args.profile, args.k, args.mode)
+    if args.explain:
+        from ingest_pipeline.lineage import explain_chunk, format_chain
+
+        for hit in hits:
+            chains = explain_chunk(p, hit["chunk_id"], args.profile or p.settings.default_profile)
+            hit["lineage"] = chains[0] if chains else None
     if args.json:
         print(_json(hits))
         return 0
@@ -67,6 +73,8 @@ def cmd_search(args) -> int:
         text = " ".join((hit["text"] or "").split())
         print(f"{rank}. {where}  score {hit['score']:.4f}  [{hit['chunker']}]")
         print(f"   {text[:200]}{'…' if len(text) > 200 else ''}")
+        if args.explain and hit.get("lineage"):
+            print("   " + format_chain(hit["lineage"]).replace("\n", "\n   "))
     return 0
 
 
@@ -118,6 +126,18 @@ def cmd_inspect(args) -> int:
     from ingest_pipeline.catalog import query
 
     p = _pipeline(args)
+    if args.chunk:
+        from ingest_pipeline.lineage import explain_chunk, format_chain
+
+        chains = explain_chunk(p, args.chunk, args.profile)
+        if not chains:
+            print(f"no chunk {args.chunk!r}", file=sys.stderr)
+            return 1
+        print(_json(chains) if args.json else "\n\n".join(format_chain(c) for c in chains))
+        return 0
+    if not args.document:
+        print("inspect needs a DOCUMENT or --chunk ID", file=sys.stderr)
+        return 2
     doc = args.document.replace("'", "''")
     sources = query(p.lake, f"SELECT * FROM sources WHERE document_id = '{doc}' OR path = '{doc}'").to_pylist()
     if not sources:
@@ -154,6 +174,24 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def cmd_eval(args) -> int:
+    from ingest_pipeline.evaluation import evaluate, format_table, question_set
+    from ingest_pipeline.runner import ingest
+
+    p = _pipeline(args)
+    qs = question_set(args.questions, p.settings.data)
+    if not args.skip_ingest:
+        report = ingest(p, [qs.documents])
+        if not args.json:
+            print(f"{qs.name}: {report.documents} documents ({len(report.unchanged)} unchanged, "
+                  f"{len(report.failed)} failed), {len(qs.questions)} questions", file=sys.stderr)
+    profiles = [args.profile] if args.profile else [pr.name for pr in p.settings.profiles]
+    rows = evaluate(p, qs, profiles, baselines=not args.no_baselines, mode=args.mode,
+                    progress=None if args.json else lambda m: print(f"evaluating {m}…", file=sys.stderr))
+    print(_json(rows) if args.json else format_table(rows))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ingest-pipeline", description=__doc__)
     parser.add_argument("--data", default=default_data_dir(),
@@ -173,11 +211,19 @@ def build_parser() -> argparse.ArgumentParser:
     search_cmd.add_argument("--profile")
     search_cmd.add_argument("-k", type=int, default=5)
     search_cmd.add_argument("--mode", choices=("vector", "text", "hybrid"), default="hybrid")
+    search_cmd.add_argument("--explain", action="store_true", help="show each hit's lineage chain")
     query_cmd = add("query", cmd_query, "run DuckDB SQL over the catalog's views")
     query_cmd.add_argument("sql")
     add("chunkers", cmd_chunkers, "list installed chunker versions")
+    eval_cmd = add("eval", cmd_eval, "retrieval quality per profile, beside two baselines")
+    eval_cmd.add_argument("--profile", help="one profile (default: every configured profile)")
+    eval_cmd.add_argument("--questions", default="docugami", help="docugami, samples, or a CSV path")
+    eval_cmd.add_argument("--mode", choices=("vector", "text", "hybrid"), default="hybrid")
+    eval_cmd.add_argument("--no-baselines", action="store_true")
+    eval_cmd.add_argument("--skip-ingest", action="store_true", help="evaluate what is already ingested")
     inspect_cmd = add("inspect", cmd_inspect, "a document's pages, chunks, boxes and lineage")
-    inspect_cmd.add_argument("document", help="document_id or path")
+    inspect_cmd.add_argument("document", nargs="?", help="document_id or path")
+    inspect_cmd.add_argument("--chunk", help="a chunk id: show its lineage chain instead")
     inspect_cmd.add_argument("--profile")
     inspect_cmd.add_argument("--limit", type=int, default=20)
     return parser

@@ -92,10 +92,24 @@ class VectorIndex:
     def open(self, profile: str, create: bool = False):
         name = table_name(profile)
         if name in self.tables():
-            return self.db.open_table(name)
+            table = self.db.open_table(name)
+            return self._upgrade(table) if create else table
         if not create:
             return None
         return self.db.create_table(name, schema=index_schema(self.dim))
+
+    def _upgrade(self, table):
+        """Add the columns a newer schema has to a table an older version created (as
+        nulls); rows are refreshed as their documents are re-indexed."""
+        have = set(table.schema.names)
+        missing = [f for f in index_schema(self.dim) if f.name not in have]
+        if missing:
+            sql_types = {pa.string(): "STRING", pa.int32(): "INT", pa.float64(): "DOUBLE"}
+            unsupported = [f.name for f in missing if f.type not in sql_types]
+            if unsupported:
+                raise RuntimeError(f"LanceDB table {table.name} lacks columns {unsupported}; drop it and re-ingest")
+            table.add_columns({f.name: f"CAST(NULL AS {sql_types[f.type]})" for f in missing})
+        return table
 
     def sync_document(self, profile: str, document: str, rows: pa.Table) -> dict[str, int]:
         """Upsert a document's rows by chunk id and delete its rows not in ``rows``."""

@@ -1,0 +1,213 @@
+"""Retrieval quality per profile: question sets, recall@k and MRR@10, and two baselines
+computed with the same model in the same run (one chunk per page; LangChain's
+RecursiveCharacterTextSplitter at 1000 characters per page)."""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ingest_pipeline.catalog import query
+from ingest_pipeline.identity import sha256_text
+from ingest_pipeline.pipeline import Pipeline
+from ingest_pipeline.stages import EmbeddingCache
+
+KS = (1, 5, 10)
+_PROJECT = Path(__file__).resolve().parents[1]
+_SHARED_QA = _PROJECT.parent / "shared" / "qa" / "docugami-sec10q"
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    sources: tuple[str, ...]  # globs over file names; a hit is a chunk of a matching document
+    kind: str
+    chunk_type: str
+
+    def relevant(self, path: str) -> bool:
+        name = path.rsplit("/", 1)[-1]
+        return any(fnmatch.fnmatch(name, g) or fnmatch.fnmatch(path, g) for g in self.sources)
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    name: str
+    questions: tuple[Question, ...]
+    documents: str  # the folder holding the set's documents
+
+
+def load_questions(path: str, subset: str | None = None) -> tuple[Question, ...]:
+    """Questions from a CSV with the columns Question, Source Docs, Question Type and
+    Source Chunk Type (the Docugami layout); ``subset`` lists 0-based row indices to keep."""
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    if subset:
+        keep = [int(x) for x in Path(subset).read_text().split()]
+        rows = [rows[i] for i in keep]
+    return tuple(
+        Question(
+            text=row["Question"].strip(),
+            sources=tuple(g.strip() for g in re.split(r"[;,]", row["Source Docs"]) if g.strip()),
+            kind=row.get("Question Type", "").strip() or "unknown",
+            chunk_type=row.get("Source Chunk Type", "").strip() or "unknown",
+        )
+        for row in rows
+    )
+
+
+def question_set(name: str, data: str) -> QuestionSet:
+    """``docugami`` (the SEC 10-Q set in ../shared/qa), ``samples`` (the bundled sample
+    documents' questions), or a path to a CSV whose documents sit beside it in ``docs/``."""
+    if name == "docugami":
+        return QuestionSet("docugami", load_questions(str(_SHARED_QA / "qna_data.csv"),
+                                                      str(_SHARED_QA / "subset_row_indices.txt")),
+                           str(_SHARED_QA / "docs"))
+    if name == "samples":
+        return QuestionSet("samples", load_questions(str(_PROJECT / "data" / "questions" / "samples.csv")),
+                           os.path.join(data, "sources"))
+    path = Path(name)
+    return QuestionSet(path.stem, load_questions(str(path)), str(path.parent / "docs"))
+
+
+def score(questions: Sequence[Question], ranked: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """recall@k (a relevant document among the top k), MRR@10, and hit@5 by question kind."""
+    n = len(questions)
+    firsts = []
+    for question, paths in zip(questions, ranked):
+        first = next((i for i, p in enumerate(paths[:10]) if question.relevant(p)), None)
+        firsts.append(first)
+    metrics: dict[str, Any] = {"questions": n}
+    for k in KS:
+        metrics[f"recall@{k}"] = round(sum(1 for f in firsts if f is not None and f < k) / n, 4) if n else 0.0
+    metrics["mrr@10"] = round(sum(1 / (f + 1) for f in firsts if f is not None) / n, 4) if n else 0.0
+    groups: dict[str, list[int | None]] = {}
+    for question, first in zip(questions, firsts):
+        groups.setdefault(f"type:{question.kind}", []).append(first)
+        groups.setdefault(f"chunk:{question.chunk_type}", []).append(first)
+    metrics["by_kind"] = {
+        key: {"questions": len(v), "hit@5": round(sum(1 for f in v if f is not None and f < 5) / len(v), 4),
+              "mrr@10": round(sum(1 / (f + 1) for f in v if f is not None) / len(v), 4)}
+        for key, v in sorted(groups.items())
+    }
+    return metrics
+
+
+def set_documents(pipeline: Pipeline, qs: QuestionSet) -> dict[str, str]:
+    """document_id -> path of the ingested documents that belong to the question set."""
+    from ingest_pipeline.documents import collect
+
+    ids = {e.document_id for e in collect(pipeline.settings, [qs.documents])}
+    rows = query(pipeline.lake, "select document_id, path from sources").to_pylist()
+    return {r["document_id"]: r["path"] for r in rows if r["document_id"] in ids}
+
+
+def _embed_cached(pipeline: Pipeline, texts: Sequence[str]) -> np.ndarray:
+    cache = EmbeddingCache(pipeline.lake, pipeline.embedder.model_id)
+    shas = [sha256_text(t) for t in texts]
+    found = cache.get(set(shas))
+    missing = sorted({s: t for s, t in zip(shas, texts) if s not in found}.items())
+    if missing:
+        vectors = pipeline.embedder.embed([t for _, t in missing])
+        new = {s: vectors[i] for i, (s, _) in enumerate(missing)}
+        cache.put(new, shard=f"eval-{sha256_text(''.join(s for s, _ in missing))[:16]}")
+        found.update(new)
+    dim = pipeline.embedder.dim
+    return np.stack([found[s] for s in shas]) if shas else np.zeros((0, dim), dtype=np.float32)
+
+
+def profile_ranking(pipeline: Pipeline, profile: str, qs: QuestionSet, docs: dict[str, str],
+                    question_vectors: np.ndarray, mode: str = "hybrid") -> list[list[str]]:
+    keys = ", ".join("'" + d.replace("'", "''") + "'" for d in docs)
+    where = f"document_id IN ({keys})" if docs else None
+    ranked = []
+    for question, vector in zip(qs.questions, question_vectors):
+        hits = pipeline.index.search(profile, question.text, vector.tolist(), k=10, mode=mode, where=where)
+        ranked.append([h["path"] for h in hits])
+    return ranked
+
+
+def _brute_force(texts_paths: list[tuple[str, str]], pipeline: Pipeline, question_vectors: np.ndarray):
+    vectors = _embed_cached(pipeline, [t for t, _ in texts_paths])
+    paths = [p for _, p in texts_paths]
+    scores = question_vectors @ vectors.T if len(vectors) else np.zeros((len(question_vectors), 0))
+    ranked = []
+    for row in scores:
+        order = np.argsort(-row, kind="stable")[:10]
+        ranked.append([paths[i] for i in order])
+    tokens = pipeline.embedder.count_tokens([t for t, _ in texts_paths]) if texts_paths else []
+    return ranked, len(texts_paths), (float(np.mean(tokens)) if tokens else 0.0)
+
+
+def baseline_units(pipeline: Pipeline, docs: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
+    """The baselines' chunks: whole pages, and 1000-character recursive splits per page."""
+    keys = ", ".join("'" + d.replace("'", "''") + "'" for d in docs)
+    pages = query(pipeline.lake, f"select document_id, page, text from pages where status = 'read' "
+                                 f"and document_id in ({keys}) order by document_id, page").to_pylist() if docs else []
+    units = {"baseline:page": [(p["text"], docs[p["document_id"]]) for p in pages if p["text"].strip()]}
+    try:
+        from langchain_text_splitters import RecursiveCharacterTextSplitter
+    except ImportError:  # the baseline needs the dev extra; say so instead of failing
+        units["baseline:recursive_1000"] = []
+        return units
+    splitter = RecursiveCharacterTextSplitter(chunk_size=1000)
+    units["baseline:recursive_1000"] = [
+        (piece, docs[p["document_id"]]) for p in pages for piece in splitter.split_text(p["text"]) if piece.strip()]
+    return units
+
+
+def profile_stats(pipeline: Pipeline, profile: str, docs: dict[str, str]) -> tuple[int, float]:
+    keys = ", ".join("'" + d.replace("'", "''") + "'" for d in docs) or "''"
+    row = query(pipeline.lake, f"select count(*) as n, avg(tokens) as t from chunks where profile = '{profile}' "
+                               f"and document_id in ({keys}) and text is not null").to_pylist()[0]
+    return row["n"], float(row["t"] or 0.0)
+
+
+def evaluate(pipeline: Pipeline, qs: QuestionSet, profiles: Sequence[str], baselines: bool = True,
+             mode: str = "hybrid", progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """One row of metrics per profile (served search mode) and per baseline."""
+    docs = set_documents(pipeline, qs)
+    question_vectors = pipeline.embedder.embed([q.text for q in qs.questions])
+    rows = []
+    for profile in profiles:
+        if progress:
+            progress(f"profile {profile}")
+        ranked = profile_ranking(pipeline, profile, qs, docs, question_vectors, mode=mode)
+        chunks, tokens = profile_stats(pipeline, profile, docs)
+        rows.append({"name": profile, "kind": "profile", "mode": mode, "chunks": chunks,
+                     "mean_tokens": round(tokens, 1), **score(qs.questions, ranked)})
+    if baselines:
+        for name, units in baseline_units(pipeline, docs).items():
+            if progress:
+                progress(name)
+            if not units:
+                rows.append({"name": name, "kind": "baseline", "unavailable": "install the dev extra"})
+                continue
+            ranked, count, tokens = _brute_force(units, pipeline, question_vectors)
+            rows.append({"name": name, "kind": "baseline", "mode": "vector", "chunks": count,
+                         "mean_tokens": round(tokens, 1), **score(qs.questions, ranked)})
+    return rows
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    head = f"{'':28} {'mode':7} {'chunks':>7} {'tokens':>7} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR@10':>7} " \
+           f"{'table':>6} {'text':>6}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if "unavailable" in r:
+            lines.append(f"{r['name']:28} unavailable: {r['unavailable']}")
+            continue
+        kinds = r["by_kind"]
+        table = kinds.get("chunk:Table", {}).get("mrr@10", float("nan"))
+        text = kinds.get("chunk:Text", {}).get("mrr@10", float("nan"))
+        lines.append(f"{r['name']:28} {r['mode']:7} {r['chunks']:>7} {r['mean_tokens']:>7} {r['recall@1']:>6.3f} "
+                     f"{r['recall@5']:>6.3f} {r['recall@10']:>6.3f} {r['mrr@10']:>7.3f} {table:>6.3f} {text:>6.3f}")
+    lines.append("table/text: MRR@10 of questions whose answer sits in a table / in text")
+    return "\n".join(lines)
