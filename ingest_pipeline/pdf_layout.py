@@ -907,6 +907,23 @@ def page_rules(page, frame: PageFrame, raw, ctypes, max_objects: int = 20000, ma
     px, py = ctypes.c_float(), ctypes.c_float()
     matrix = raw.FS_MATRIX()
     seen = [0]
+    # The per-object calls go through unchecked functions (see _fast_function); the
+    # rarer per-segment calls through pypdfium2's checked ones, which want typed handles.
+    get_object = _fast_function(raw, ctypes, "FPDFPage_GetObject", ctypes.c_void_p)
+    get_type = _fast_function(raw, ctypes, "FPDFPageObj_GetType", ctypes.c_int)
+    get_bounds = _fast_function(raw, ctypes, "FPDFPageObj_GetBounds", ctypes.c_int)
+    form_count = _fast_function(raw, ctypes, "FPDFFormObj_CountObjects", ctypes.c_int)
+    form_object = _fast_function(raw, ctypes, "FPDFFormObj_GetObject", ctypes.c_void_p)
+    fast = get_object is not raw.FPDFPage_GetObject
+    page_handle = ctypes.c_void_p(ctypes.cast(page.raw, ctypes.c_void_p).value) if fast else page.raw
+    PATH, FORM = raw.FPDF_PAGEOBJ_PATH, raw.FPDF_PAGEOBJ_FORM
+    identity = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
+
+    def handle(h):
+        return ctypes.c_void_p(h) if fast else h
+
+    def typed(obj):
+        return ctypes.cast(obj, raw.FPDF_PAGEOBJECT) if fast else obj
 
     def add_box(x0, y0, x1, y1):
         w, h = x1 - x0, y1 - y0
@@ -915,47 +932,47 @@ def page_rules(page, frame: PageFrame, raw, ctypes, max_objects: int = 20000, ma
         elif w <= RULE_THICKNESS and h >= MIN_RULE:
             rules.append(Rule(False, (x0 + x1) / 2, y0, y1))
 
-    def to_display(m, x, y):
-        ux, uy = _apply(m, x, y)
-        return frame.point(ux, uy)
-
     def visit(obj, parent_m):
         seen[0] += 1
         if seen[0] > max_objects:
             return
-        kind = raw.FPDFPageObj_GetType(obj)
-        if kind == raw.FPDF_PAGEOBJ_FORM:
-            raw.FPDFPageObj_GetMatrix(obj, matrix)
+        kind = get_type(obj)
+        if kind == FORM:
+            raw.FPDFPageObj_GetMatrix(typed(obj), matrix)
             m = _matmul((matrix.a, matrix.b, matrix.c, matrix.d, matrix.e, matrix.f), parent_m)
-            for k in range(raw.FPDFFormObj_CountObjects(obj)):
-                child = raw.FPDFFormObj_GetObject(obj, k)
+            for k in range(form_count(obj)):
+                child = form_object(obj, k)
                 if child:
-                    visit(child, m)
+                    visit(handle(child), m)
             return
-        if kind != raw.FPDF_PAGEOBJ_PATH:
+        if kind != PATH or not get_bounds(obj, *refs):
             return
-        if not raw.FPDFPageObj_GetBounds(obj, *refs):
-            return
-        corners = [_apply(parent_m, x, y) for x, y in ((fl.value, fb.value), (fr.value, ft.value), (fl.value, ft.value), (fr.value, fb.value))]
-        pts = [frame.point(x, y) for x, y in corners]
-        x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
-        y0, y1 = min(p[1] for p in pts), max(p[1] for p in pts)
+        if parent_m is identity:
+            x0, y0, x1, y1 = frame.box(fl.value, fb.value, fr.value, ft.value)
+        else:
+            corners = [
+                frame.point(*_apply(parent_m, x, y))
+                for x, y in ((fl.value, fb.value), (fr.value, ft.value), (fl.value, ft.value), (fr.value, fb.value))
+            ]
+            x0, x1 = min(p[0] for p in corners), max(p[0] for p in corners)
+            y0, y1 = min(p[1] for p in corners), max(p[1] for p in corners)
         if (y1 - y0) <= RULE_THICKNESS or (x1 - x0) <= RULE_THICKNESS:
             add_box(x0, y0, x1, y1)
             return
-        if not raw.FPDFPath_GetDrawMode(obj, ctypes.byref(fill), ctypes.byref(stroke)) or not stroke.value:
+        path = typed(obj)
+        if not raw.FPDFPath_GetDrawMode(path, ctypes.byref(fill), ctypes.byref(stroke)) or not stroke.value:
             return
-        n = raw.FPDFPath_CountSegments(obj)
+        n = raw.FPDFPath_CountSegments(path)
         if n <= 1 or n > max_segments:
             return
-        raw.FPDFPageObj_GetMatrix(obj, matrix)
+        raw.FPDFPageObj_GetMatrix(path, matrix)
         m = _matmul((matrix.a, matrix.b, matrix.c, matrix.d, matrix.e, matrix.f), parent_m)
         start = prev = None
         for k in range(n):
-            seg = raw.FPDFPath_GetPathSegment(obj, k)
+            seg = raw.FPDFPath_GetPathSegment(path, k)
             if not seg or not raw.FPDFPathSegment_GetPoint(seg, ctypes.byref(px), ctypes.byref(py)):
                 continue
-            point = to_display(m, px.value, py.value)
+            point = frame.point(*_apply(m, px.value, py.value))
             kind_s = raw.FPDFPathSegment_GetType(seg)
             if kind_s == raw.FPDF_SEGMENT_MOVETO or prev is None:
                 start = prev = point
@@ -967,12 +984,11 @@ def page_rules(page, frame: PageFrame, raw, ctypes, max_objects: int = 20000, ma
                 _segment(rules, prev, start)
                 prev = start
 
-    identity = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
     count = raw.FPDFPage_CountObjects(page.raw)
     for i in range(count):
-        obj = raw.FPDFPage_GetObject(page.raw, i)
+        obj = get_object(page_handle, i)
         if obj:
-            visit(obj, identity)
+            visit(handle(obj), identity)
         if seen[0] > max_objects:
             break
     return rules

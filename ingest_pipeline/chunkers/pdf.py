@@ -60,8 +60,9 @@ def opened_pdf(content: bytes) -> Iterator[object | None]:
                 pdf.close()
 
 
-def _page_lines(pdf, index: int):
-    """(lines in reading order, frame, char count, unit) for one page (lock held)."""
+def _page_lines(pdf, index: int, extra=None):
+    """(lines in reading order, frame, char count, unit, extra) for one page, loaded once
+    (lock held); ``extra(page, textpage, frame)`` adds per-page work on the same load."""
     import ctypes
 
     import pypdfium2.raw as raw
@@ -75,9 +76,10 @@ def _page_lines(pdf, index: int):
         try:
             n = textpage.count_chars()
             if n <= 0:
-                return [], frame, 0, "none"
+                return [], frame, 0, "none", None
             lines, unit = extract_lines(page, textpage, raw, ctypes, frame)
-            return lines, frame, n, unit
+            more = extra(page, textpage, frame) if extra is not None else None
+            return lines, frame, n, unit, more
         finally:
             textpage.close()
     finally:
@@ -119,7 +121,7 @@ class PdfLinesChunker(BaseChunker):
                 if po.status != "read":
                     continue  # blank: nothing, not even a picture
                 try:
-                    lines, frame, n, unit = _page_lines(pdf, po.page - 1)
+                    lines, frame, n, _unit, _ = _page_lines(pdf, po.page - 1)
                 except Exception:  # noqa: BLE001 - one broken page costs only itself
                     log.warning("pdf@1 could not lay out page %d", po.page, exc_info=True)
                     continue
@@ -164,21 +166,21 @@ class PdfLinesChunker(BaseChunker):
             page.close()
 
 
-def _document_lines(pdf, pages: tuple[PageOutput, ...]):
-    """Per readable page with a text layer: (PageOutput, lines, frame). Pages that fail
-    to lay out are skipped (they cost only themselves)."""
+def _document_lines(pdf, pages: tuple[PageOutput, ...], extra=None):
+    """Per readable page with a text layer: (PageOutput, lines, frame, extra). Pages
+    that fail to lay out are skipped (they cost only themselves)."""
     found = []
     count = len(pdf)
     for po in pages:
         if po.status != "read" or not 1 <= po.page <= count:
             continue
         try:
-            lines, frame, n, _unit = _page_lines(pdf, po.page - 1)
+            lines, frame, n, _unit, more = _page_lines(pdf, po.page - 1, extra)
         except Exception:  # noqa: BLE001
             log.warning("layout failed on page %d", po.page, exc_info=True)
             continue
         if n:
-            found.append((po, lines, frame))
+            found.append((po, lines, frame, more))
     return found
 
 
@@ -201,7 +203,7 @@ def _paragraph_pieces(paragraphs, frame) -> list[ChunkPiece]:
 def _running(found) -> list[set[int]]:
     from ingest_pipeline.pdf_layout import running_lines
 
-    marks = running_lines([lines for _, lines, _ in found], [frame.height for _, _, frame in found])
+    marks = running_lines([f[1] for f in found], [f[2].height for f in found])
     per_page: list[set[int]] = [set() for _ in found]
     for p, i in marks:
         per_page[p].add(i)
@@ -228,7 +230,7 @@ class PdfParagraphsChunker(BaseChunker):
                 return ()
             found = _document_lines(pdf, pages)
         out = []
-        for (po, lines, frame), running in zip(found, _running(found)):
+        for (po, lines, frame, _), running in zip(found, _running(found)):
             pars = paragraphs(lines, frame.height, running)
             out.append(PageChunks(page=po.page, pieces=tuple(_paragraph_pieces(pars, frame))))
         return tuple(out)
@@ -256,43 +258,30 @@ class PdfTablesChunker(BaseChunker):
         with opened_pdf(content) as pdf:
             if pdf is None:
                 return ()
-            found = _document_lines(pdf, pages)
-            grids = [self._grids(pdf, po.page - 1, frame) for po, _, frame in found]
+            found = _document_lines(pdf, pages, self._grids)
         out = []
-        for (po, lines, frame), running, page_grids in zip(found, _running(found), grids):
+        for (po, lines, frame, page_grids), running in zip(found, _running(found)):
             out.append(PageChunks(page=po.page, pieces=tuple(self._page_pieces(lines, frame, running, page_grids))))
         return tuple(out)
 
     @staticmethod
-    def _grids(pdf, index: int, frame):
+    def _grids(page, textpage, frame):
+        """The page's ruled tables with their cells filled (lock held by the caller)."""
         import ctypes
 
         import pypdfium2.raw as raw
 
-        from ingest_pipeline.pdf_layout import (
-            fill_grids,
-            find_grids,
-            page_rules,
-            page_text,
-            usable_grid,
-        )
+        from ingest_pipeline.pdf_layout import fill_grids, find_grids, page_rules, page_text, usable_grid
 
-        page = pdf[index]
         try:
             grids = find_grids(page_rules(page, frame, raw, ctypes))
             if not grids:
                 return []
-            textpage = page.get_textpage()
-            try:
-                fill_grids(grids, textpage, frame, raw, ctypes, page_text(textpage, raw))
-            finally:
-                textpage.close()
+            fill_grids(grids, textpage, frame, raw, ctypes, page_text(textpage, raw))
             return [g for g in grids if usable_grid(g)]
         except Exception:  # noqa: BLE001 - a page whose rules will not parse keeps its paragraphs
-            log.warning("pdf@3 could not read the rules of page %d", index + 1, exc_info=True)
+            log.warning("pdf@3 could not read the rules of a page", exc_info=True)
             return []
-        finally:
-            page.close()
 
     def _page_pieces(self, lines, frame, running, grids) -> list[ChunkPiece]:
         from ingest_pipeline.pdf_layout import paragraphs
