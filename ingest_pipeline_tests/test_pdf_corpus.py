@@ -206,3 +206,24 @@ def test_encrypted_pdfs_need_and_take_their_passwords(corpus, answers):
         _, _, pages = corpus[name]
         assert all(p.status == "read" for p in pages)
         assert answers[name]["pdf@1"] and all(pc.pieces for pc in answers[name]["pdf@1"])
+
+
+def test_invisible_text_is_indexed_with_its_box(answers):
+    """Policy: invisible text (the OCR layer of a searchable scan) is what a search
+    should find, so pdf@1 keeps it as lines with the boxes it occupies."""
+    (page,) = answers["docling__invisible_text_layer.pdf"]["pdf@1"]
+    assert [p.text for p in page.pieces] == ["Visible heading line", "Invisible OCR text layer"]
+    assert page.pieces[0].bbox[1] < page.pieces[1].bbox[1]
+
+
+def test_tables_of_the_corpus_are_found(answers):
+    tables = [
+        p
+        for pc in answers["docling__redp5110_sampled.pdf"]["pdf@3"]
+        for p in pc.pieces
+        if p.layout and p.layout.role == "table"
+    ]
+    assert len(tables) >= 4
+    first_rows = {t.text.split("\n", 1)[0] for t in tables}
+    assert "Column name\tData type\tDescription" in first_rows
+    assert all(t.layout.table.cols >= 2 and t.layout.table.rows >= 2 for t in tables)
