@@ -98,12 +98,19 @@ class RapidOcrReader:
 
         try:
             image = Image.open(io.BytesIO(content))
-            frames = [frame.copy() for frame in ImageSequence.Iterator(image)]
+            image.load()
         except (UnidentifiedImageError, OSError, ValueError) as exc:
             raise DocumentError(f"image cannot be decoded: {exc}") from None
-        outputs = []
-        for number, frame in enumerate(frames, start=1):
-            outputs.append(self.read_image(frame, number))
+        outputs: list[PageOutput] = []
+        try:
+            for frame in ImageSequence.Iterator(image):  # one frame in memory at a time
+                outputs.append(self.read_image(frame.copy(), len(outputs) + 1))
+        except (OSError, ValueError) as exc:
+            if not outputs:
+                raise DocumentError(f"image cannot be decoded: {exc}") from None
+            outputs.append(
+                PageOutput(page=len(outputs) + 1, status="failed", reader=self.ref, reason=f"frame cannot be decoded: {exc}")
+            )
         return tuple(outputs)
 
     def read_image(self, image, number: int, width: float | None = None, height: float | None = None) -> PageOutput:
