@@ -271,7 +271,13 @@ class PdfTablesChunker(BaseChunker):
 
         import pypdfium2.raw as raw
 
-        from ingest_pipeline.pdf_layout import fill_grids, find_grids, page_rules, page_text, usable_grid
+        from ingest_pipeline.pdf_layout import (
+            fill_grids,
+            find_grids,
+            page_rules,
+            page_text,
+            usable_grid,
+        )
 
         try:
             grids = find_grids(page_rules(page, frame, raw, ctypes))
