@@ -5,6 +5,7 @@ from dagster import AssetSelection, Definitions, define_asset_job
 
 from ingest_pipeline.assets.catalog import catalog
 from ingest_pipeline.assets.chunks import build_chunk_assets
+from ingest_pipeline.assets.evaluation import build_eval_asset
 from ingest_pipeline.assets.profiles import build_profile_assets
 from ingest_pipeline.assets.sources import pages, sources
 from ingest_pipeline.embedding import MiniLMEmbedder
@@ -39,8 +40,9 @@ def build_definitions(settings: Settings) -> Definitions:
         description="The per-document assets the profiles need, for a batch of documents (one run, many partitions).",
     )
     catalog_job = define_asset_job(CATALOG_JOB, selection=AssetSelection.assets(catalog))
+    evals = [build_eval_asset(profile) for profile in settings.profiles]
     return Definitions(
-        assets=[*per_document, catalog],
+        assets=[*per_document, catalog, *evals],
         jobs=[ingest_job, catalog_job],
         sensors=[build_source_sensor(ingest_job, catalog_job)],
         resources={"ingest": IngestResource(data=settings.data)},

@@ -174,3 +174,25 @@ def test_image_chunks_are_indexed_without_a_vector_and_reported(data_dir, sample
     assert hits and all(h["modality"] == "text" for h in hits)
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks["rows_match_parquet"]
+
+
+def test_retrieval_eval_records_quality_with_lineage_to_the_chunk_map(data_dir, sample_sources):
+    from dagster import AssetKey
+
+    from ingest_pipeline.resources import IngestResource
+
+    pipeline = fresh_pipeline(data_dir)
+    instance = temporary_instance(data_dir)
+    ingest_run = run_batch(pipeline, instance, register(pipeline, instance))
+    defs = build_definitions(pipeline.settings)
+    eval_asset = defs.resolve_assets_def(AssetKey(["retrieval_eval", "default"]))
+    upstream = {k.to_user_string() for k in eval_asset.asset_deps[AssetKey(["retrieval_eval", "default"])]}
+    assert upstream == {"chunk_map/default", "lancedb/default"}
+    from dagster import materialize
+
+    result = materialize([eval_asset], instance=instance,
+                         resources={"ingest": IngestResource(data=str(data_dir))})
+    meta = materializations(result)["retrieval_eval/default"]
+    assert meta["questions"] == 13 and 0.0 <= meta["mrr@10"] <= 1.0 and meta["recall@10"] >= meta["recall@1"]
+    assert meta["chunks"] > 0 and meta["mean_tokens_per_chunk"] > 0
+    assert meta["measured_chunk_map_run"] == ingest_run.run_id
