@@ -87,6 +87,7 @@ def test_page_ocr_cannot_read_stays_unreadable_and_is_rendered():
     content = w.to_bytes()
     (page,) = read_pages(content, mt.PDF, ReadOptions())
     assert page.status == "unreadable"
+    assert page.reader == "rapidocr@1" and "OCR found no text" in page.reason
     (answer,) = PdfLinesChunker().chunk(content, mt.PDF, (page,))
     assert answer.pieces[0].is_image
 

@@ -137,7 +137,7 @@ def needs_ocr(page: PageOutput) -> bool:
 
 def ocr_pdf_pages(content: bytes, pages: Sequence[PageOutput], options: ReadOptions) -> tuple[PageOutput, ...]:
     """Replace the image-only pages of a PDF by what OCR reads on them; pages OCR reads
-    nothing on stay as the text reader left them (pdf@1 renders them to images)."""
+    nothing on stay unreadable, now with OCR's verdict (pdf@1 renders them to images)."""
     todo = [p for p in pages if needs_ocr(p)]
     if not todo or not ocr_enabled():
         return tuple(pages)
@@ -171,8 +171,8 @@ def ocr_pdf_pages(content: bytes, pages: Sequence[PageOutput], options: ReadOpti
                 log.warning("could not render page %d for OCR", page.page, exc_info=True)
                 continue
             result = reader.read_image(image, page.page, page.width, page.height)
-            if result.status == "read":
-                replaced[page.page] = result
+            if result.status in ("read", "unreadable"):
+                replaced[page.page] = result  # an unreadable verdict now says OCR tried
     finally:
         with PDFIUM_LOCK:
             pdf.close()
