@@ -179,8 +179,6 @@ def test_image_chunks_are_indexed_without_a_vector_and_reported(data_dir, sample
 def test_retrieval_eval_records_quality_with_lineage_to_the_chunk_map(data_dir, sample_sources):
     from dagster import AssetKey
 
-    from ingest_pipeline.resources import IngestResource
-
     pipeline = fresh_pipeline(data_dir)
     instance = temporary_instance(data_dir)
     ingest_run = run_batch(pipeline, instance, register(pipeline, instance))
@@ -190,8 +188,7 @@ def test_retrieval_eval_records_quality_with_lineage_to_the_chunk_map(data_dir, 
     assert upstream == {"chunk_map/default", "lancedb/default"}
     from dagster import materialize
 
-    result = materialize([eval_asset], instance=instance,
-                         resources={"ingest": IngestResource(data=str(data_dir))})
+    result = materialize([eval_asset], instance=instance)  # resources come bound from the definitions
     meta = materializations(result)["retrieval_eval/default"]
     assert meta["questions"] == 13 and 0.0 <= meta["mrr@10"] <= 1.0 and meta["recall@10"] >= meta["recall@1"]
     assert meta["chunks"] > 0 and meta["mean_tokens_per_chunk"] > 0
