@@ -40,6 +40,8 @@ _CLEAN[0x7F] = "\ufffd"
 def clean_text(text: str) -> str:
     """PDFium's marker for a line-end hyphen becomes '-', control characters become
     U+FFFD (broken font encodings), whitespace runs one space."""
+    if text.isprintable() and "  " not in text:
+        return text.strip()
     text = text.translate(_CLEAN)
     if "  " in text:
         text = _SPACES.sub(" ", text)
@@ -344,7 +346,7 @@ def _size_of(acc: _TextAccess, index: int, perp_extent: float, vertical: bool = 
 
 def _horizontal_fragment(acc, frame, text, s, e, first, rects):
     """The common case, inlined: an unrotated left-to-right line whose rects form one
-    row with small gaps. None when the general path must decide."""
+    row with small gaps. When they do not, the line's font size, for the general path."""
     cx0, cy1 = frame.cx0, frame.cy1
     l, b, r, t = rects[0]
     x0, x1, top, bottom = l, r, t, b
@@ -369,10 +371,10 @@ def _horizontal_fragment(acc, frame, text, s, e, first, rects):
         pb, pt = rects[0][1], rects[0][3]
         for l2, b2, r2, t2 in rects[1:]:
             if l2 < reach - back or l2 - reach > limit:
-                return None
+                return size
             ov = (t2 if t2 < pt else pt) - (b2 if b2 > pb else pb)
             if ov < PERP_OVERLAP * min(t2 - b2, pt - pb):
-                return None
+                return size
             if r2 > reach:
                 reach = r2
             pb, pt = b2, t2
@@ -390,17 +392,20 @@ def _rect_fragments(acc, frame, text, s, e, first, d, rects):
     """Fragments of a PDFium line from its rects: one, unless consecutive rects leave a
     wide gap, step backwards or change row; then the line is cut where the rect after
     the break starts (found by counting rects over growing prefixes of the line)."""
+    size = None
     if d == 0 and frame.rotation == 0:
         fast = _horizontal_fragment(acc, frame, text, s, e, first, rects)
-        if fast is not None:
+        if isinstance(fast, list):
             return fast
+        size = fast
     box = frame.box
     boxes = [box(*r) for r in rects]
-    if d in (0, -1):
-        perp_extent = max(b[3] - b[1] for b in boxes)
-    else:
-        perp_extent = max(_perp(b, d)[1] - _perp(b, d)[0] for b in boxes)
-    size = _size_of(acc, first, perp_extent, d in (90, 270))
+    if size is None:
+        if d in (0, -1):
+            perp_extent = max(b[3] - b[1] for b in boxes)
+        else:
+            perp_extent = max(_perp(b, d)[1] - _perp(b, d)[0] for b in boxes)
+        size = _size_of(acc, first, perp_extent, d in (90, 270))
     if d == -1 or len(boxes) == 1:
         return [_Frag(text[s:e], _union(boxes), d, size, first)]
     gap_limit = GAP_FACTOR * size
