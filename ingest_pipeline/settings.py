@@ -13,6 +13,7 @@ from typing import Any
 CONFIG_FILE = "ingest_pipeline.toml"
 PASSWORDS_FILE = "passwords.toml"
 DEFAULT_PROFILE = "default"
+SERVED_PROFILE = "retrieval"
 _PROFILE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -40,8 +41,8 @@ class Settings:
     """
 
     data: str
-    profiles: tuple[Profile, ...] = (Profile(DEFAULT_PROFILE),)
-    default_profile: str = DEFAULT_PROFILE
+    profiles: tuple[Profile, ...] = field(default_factory=lambda: builtin_profiles())
+    default_profile: str = SERVED_PROFILE
     chunker_configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     passwords: Mapping[str, str] = field(default_factory=dict, repr=False)
     max_file_bytes: int = 512 * 1024 * 1024
@@ -75,6 +76,22 @@ class Settings:
         raise KeyError(f"no profile {name!r} (profiles: {', '.join(p.name for p in self.profiles)})")
 
 
+def builtin_profiles() -> tuple[Profile, ...]:
+    """The profiles every storage root has.
+
+    ``default`` is the registry's default order (line chunks for PDFs). ``retrieval`` is
+    what search serves: Markdown sections and slide shapes keep their chunkers, every
+    other readable page is one chunk cut to the embedder's limit, and each chunk's
+    embedding text starts with its document's title. Measured on the Docugami 10-Q set,
+    line chunks lose to a chunk per page (MRR@10 0.50 against 0.62), while this profile
+    beats both baselines (see the README).
+    """
+    return (
+        Profile(DEFAULT_PROFILE),
+        Profile(SERVED_PROFILE, ("markdown@1", "pptx@1", "page@1"), document_context=True),
+    )
+
+
 def default_data_dir() -> str:
     """``$INGEST_DATA``, else ``./data``."""
     return os.path.abspath(os.environ.get("INGEST_DATA") or "data")
@@ -87,7 +104,7 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
     path = Path(root) / CONFIG_FILE
     if path.exists():
         config = tomllib.loads(path.read_text(encoding="utf-8"))
-    profiles = [Profile(DEFAULT_PROFILE)]
+    profiles = list(builtin_profiles())
     for name, body in (config.get("profiles") or {}).items():
         if not _PROFILE_NAME.match(name):
             raise ValueError(f"profile name {name!r} must match [a-z][a-z0-9_]*")
@@ -98,8 +115,9 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
             split_oversized=bool(body.get("split_oversized", True)),
             document_context=bool(body.get("document_context", False)),
         )
-        if name == DEFAULT_PROFILE:
-            profiles[0] = profile
+        same = [i for i, p in enumerate(profiles) if p.name == name]
+        if same:
+            profiles[same[0]] = profile
         else:
             profiles.append(profile)
     passwords: dict[str, str] = {}
@@ -111,7 +129,7 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
     return Settings(
         data=root,
         profiles=tuple(profiles),
-        default_profile=str(config.get("default_profile", DEFAULT_PROFILE)),
+        default_profile=str(config.get("default_profile", SERVED_PROFILE)),
         chunker_configs={k: dict(v) for k, v in (config.get("chunkers") or {}).items()},
         passwords=passwords,
         max_file_bytes=int(limits.get("max_file_bytes", 512 * 1024 * 1024)),

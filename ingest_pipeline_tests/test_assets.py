@@ -82,9 +82,11 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
                           "from chunks c join sources s using (document_id)").to_pylist()
     assert all(r["source_sha256"] == r["sha256"] and r["reader"] and r["chunker"] for r in lineage)
     assert {r["run_id"] for r in lineage} == {result.run_id}
-    embedded = query(lake, "select count(*) as n from embeddings").to_pylist()[0]["n"]
-    assert embedded == len(lineage) == pipeline.index.count("default")
-    assert meta["lancedb/default"]["table_rows"] == len(lineage)
+    for profile in ("default", "retrieval"):
+        rows = [r for r in query(lake, f"select chunk_id from chunks where profile = '{profile}'").to_pylist()]
+        embedded = query(lake, f"select count(*) as n from embeddings where profile = '{profile}'").to_pylist()[0]["n"]
+        assert embedded == len(rows) == pipeline.index.count(profile) > 0
+        assert meta[f"lancedb/{profile}"]["table_rows"] == len(rows)
     checks = {e.check_name: e.passed
               for e in result.get_asset_check_evaluations()}
     assert checks["valid_boxes"] and checks["unique_chunk_ids"] and checks["rows_match_parquet"]
@@ -114,7 +116,7 @@ def test_a_third_party_chunker_gets_an_asset_and_a_config_change_new_ids_for_its
     instance = temporary_instance(data_dir)
     docs = register(pipeline, instance)
     run_batch(pipeline, instance, docs)
-    sql = "select path, chunker, chunk_id from chunks order by path, page, \"index\""
+    sql = "select path, chunker, chunk_id from chunks where profile = 'default' order by path, page, \"index\""
     before = query(pipeline.lake, sql).to_pylist()
     assert {r["chunker"] for r in before if r["path"] == "maintenance_notes.txt"} == {"sized@1"}
     (data_dir / "ingest_pipeline.toml").write_text('[chunkers."sized@1"]\nsize = 25\n')
@@ -169,7 +171,7 @@ def test_image_chunks_are_indexed_without_a_vector_and_reported(data_dir, sample
     table = pipeline.index.open("default").to_arrow().to_pylist()
     images = [r for r in table if r["modality"] == "image"]
     assert len(images) == 2 and all(r["vector"] is None and r["path"] == "greenhouse_report.pdf" for r in images)
-    assert len(table) == query(pipeline.lake, "select count(*) as n from chunks").to_pylist()[0]["n"]
+    assert len(table) == query(pipeline.lake, "select count(*) as n from chunks where profile = 'default'").to_pylist()[0]["n"]
     hits = pipeline.index.search("default", "tomato", pipeline.embedder.embed(["tomato"])[0], k=20, mode="vector")
     assert hits and all(h["modality"] == "text" for h in hits)
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}

@@ -29,7 +29,8 @@ def test_a_search_hit_leads_back_to_its_exact_bytes_and_chunker(samples_data):
     assert chain["chunker"] == hit["chunker"] and chain["config_hash"] == hit["config_hash"]
     assert chain["reader"] == "pdfium_text@1" and chain["page"] == hit["page"] == 2
     assets = {m["asset"] for m in chain["materializations"]}
-    assert "chunk_map/default" in assets and f"chunks/{hit['chunker'].replace('@', '_v')}" in assets
+    assert chain["profile"] == "retrieval"  # the served profile
+    assert "chunk_map/retrieval" in assets and f"chunks/{hit['chunker'].replace('@', '_v')}" in assets
     assert all(m["run_id"] == chain["run_id"] for m in chain["materializations"])
 
     shown = as_json(cli(samples_data, "inspect", "--chunk", hit["chunk_id"], "--json"))
@@ -37,7 +38,7 @@ def test_a_search_hit_leads_back_to_its_exact_bytes_and_chunker(samples_data):
 
     con = duckdb.connect(str(samples_data / "catalog.duckdb"), read_only=True)
     row = con.execute("SELECT source_sha256, chunker, config_hash, current FROM chunk_lineage "
-                      "WHERE chunk_id = ? AND profile = 'default'", [hit["chunk_id"]]).fetchall()
+                      "WHERE chunk_id = ? AND profile = 'retrieval'", [hit["chunk_id"]]).fetchall()
     con.close()
     assert row == [(chain["source"]["sha256"], hit["chunker"], hit["config_hash"], True)]
 
@@ -64,7 +65,7 @@ def test_two_chunker_versions_compare_in_duckdb(samples_data):
 def test_eval_prints_the_profile_beside_both_baselines(samples_data):
     rows = as_json(cli(samples_data, "eval", "--questions", "samples", "--json"))
     names = [r["name"] for r in rows]
-    assert names == ["default", "baseline:page", "baseline:recursive_1000"]
+    assert names == ["default", "retrieval", "baseline:page", "baseline:recursive_1000"]
     for row in rows:
         assert row["questions"] == 13
         assert 0 <= row["recall@1"] <= row["recall@5"] <= row["recall@10"] <= 1
