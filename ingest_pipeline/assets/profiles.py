@@ -51,12 +51,12 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
             table = p.lake.read("chunks", profile.name, doc)
             if table is not None:
                 rows.extend(table.drop_columns(["image"]).to_pylist())
-        return MaterializeResult(
-            metadata=summary_metadata(
-                outcomes, started, chunks=len(rows), chunkers_used=sorted({r["chunker"] for r in rows}),
-                preview=preview_markdown(rows)),
-            check_results=chunk_map_checks(rows, max_tokens),
-        )
+        metadata = summary_metadata(outcomes, started, chunks=len(rows),
+                                    chunkers_used=sorted({r["chunker"] for r in rows}), preview=preview_markdown(rows))
+        picture = page_picture(p, rows)
+        if picture:
+            metadata["page_with_boxes"] = MetadataValue.md(picture)
+        return MaterializeResult(metadata=metadata, check_results=chunk_map_checks(rows, max_tokens))
 
     @asset(
         key=emb_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name="profiles",
@@ -103,6 +103,36 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         )
 
     return [_chunk_map, _embeddings, _lancedb]
+
+
+def page_picture(p, rows: list[dict]) -> str | None:
+    """Markdown showing the first page with geometry in the batch, its chunk boxes drawn."""
+    from ingest_pipeline.previews import preview_markdown_image, render_page_preview
+    from ingest_pipeline.readers.base import password_for
+
+    first = next((r for r in rows if r["bbox"] is not None), None)
+    if first is None:
+        return None
+    same_page = [r for r in rows if r["document_id"] == first["document_id"] and r["page"] == first["page"]
+                 and r["bbox"] is not None]
+    try:
+        source, _ = stages.load_source(p.lake, first["document_id"])
+        content = stages.source_bytes(source)
+    except Exception:
+        return None
+    page = (p.lake.read("pages", first["document_id"]) or None)
+    aspect = None
+    if page is not None:
+        for row in page.to_pylist():
+            if row["page"] == first["page"] and row["width"] and row["height"]:
+                aspect = row["width"] / row["height"]
+    boxes = [(r["bbox"]["x0"], r["bbox"]["y0"], r["bbox"]["x1"], r["bbox"]["y1"]) for r in same_page]
+    png = render_page_preview(content, source["media_type"], first["page"], boxes,
+                              labels=[str(r["index"]) for r in same_page], aspect=aspect,
+                              password=password_for(source["path"], p.settings.passwords))
+    if png is None:
+        return None
+    return f"{first['path']}, page {first['page']}:\n\n" + preview_markdown_image(png, f"{first['path']} p{first['page']}")
 
 
 def chunk_map_checks(rows: list[dict], max_tokens: int) -> list[AssetCheckResult]:
