@@ -90,6 +90,11 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
     checks = {e.check_name: e.passed
               for e in result.get_asset_check_evaluations()}
     assert checks["valid_boxes"] and checks["unique_chunk_ids"] and checks["rows_match_parquet"]
+    markdown_checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()
+                       if e.asset_key.to_user_string() == "chunks/markdown_v1"}
+    assert markdown_checks and all(markdown_checks.values())  # the chunker's own checks, as asset checks
+    assert "source_lines_covered" in markdown_checks
+    assert "chunker_metrics" in meta["chunks/markdown_v1"]
     picture = meta["chunk_map/default"]["page_with_boxes"]  # pdf@1 line boxes drawn on the page
     assert picture.startswith("greenhouse_report.pdf, page 1") and "](data:image/png;base64," in picture
     assert "page_with_boxes" not in meta["chunk_map/retrieval"]  # page chunks have no geometry
