@@ -95,3 +95,25 @@ def test_a_removed_file_loses_its_rows_on_the_next_ingest(tmp_path, sample_sourc
     assert "drop/maintenance_notes.txt" not in {r["path"] for r in after}
     hits = as_json(cli(data, "search", "hinge squeaks spare key pesticide store", "--mode", "text", "--json"))
     assert all(h["path"] != "drop/maintenance_notes.txt" for h in hits)
+
+
+@requires_corpus
+def test_passwords_open_encrypted_pdfs_and_stay_out_of_the_data(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    secret = "openpassword"
+    (data / "passwords.toml").write_text(f'"*libreoffice-writer-password.pdf" = "{secret}"\n')
+    locked = CORPUS / "files" / "pdf" / "pypdf-samples__libreoffice-writer-password.pdf"
+    other = CORPUS / "files" / "pdf" / "docling__2206.01062_pg3.pdf"  # needs a password nobody gave
+    report = as_json(cli(data, "ingest", str(locked), str(other), "--json"))
+    assert report["new"] == 1 and report["failed"] == 1
+    (reason,) = [e["reason"] for e in report["failures"]["docling__2206.01062_pg3.pdf"]]
+    assert "password" in reason
+    rows = as_json(cli(data, "query", "select path, count(*) as n from chunks group by path", "--json"))
+    assert [r["path"] for r in rows] == ["pypdf-samples__libreoffice-writer-password.pdf"] and rows[0]["n"] > 0
+    for path in (data / "lake").rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    for path in (data / "dagster_home").rglob("*"):
+        if path.is_file() and path.stat().st_size < 50_000_000:
+            assert secret.encode() not in path.read_bytes(), path
