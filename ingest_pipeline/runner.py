@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingest_pipeline.documents import collect, load_inventory, save_inventory, vanished
-from ingest_pipeline.partitions import DOCUMENTS
+from ingest_pipeline.partitions import DOCUMENTS, contiguous_batches
 from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.stages import remove_document
 
@@ -45,22 +45,6 @@ class IngestReport:
             "failures": {self.paths.get(d, d): errs for d, errs in sorted(self.failed.items())},
             "removed_documents": self.removed,
         }
-
-
-def contiguous_ranges(ordered: Sequence[str], wanted: set[str], size: int) -> list[list[str]]:
-    batches, run = [], []
-    for key in ordered:
-        if key in wanted:
-            run.append(key)
-            if len(run) == size:
-                batches.append(run)
-                run = []
-        elif run:
-            batches.append(run)
-            run = []
-    if run:
-        batches.append(run)
-    return batches
 
 
 def ingest(
@@ -105,7 +89,7 @@ def ingest(
     done = 0
     if progress:
         progress(0, len(wanted))
-    for batch in contiguous_ranges(ordered, wanted, batch_size):
+    for batch in contiguous_batches(ordered, wanted, batch_size):
         result = job.execute_in_process(
             instance=instance, tags=range_tags(batch[0], batch[-1]), resources=resources, raise_on_error=False,
             run_config=QUIET,

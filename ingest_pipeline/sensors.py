@@ -17,31 +17,13 @@ from dagster import (
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from ingest_pipeline.documents import entry_for, save_inventory, walk_files
-from ingest_pipeline.partitions import DOCUMENTS
+from ingest_pipeline.partitions import DOCUMENTS, contiguous_batches
 from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.resources import IngestResource
 from ingest_pipeline.stages import remove_document
 
 MAX_FILES_PER_TICK = 200
 BATCH_SIZE = 25
-
-
-def contiguous_batches(ordered: list[str], wanted: set[str], size: int = BATCH_SIZE) -> list[tuple[str, str]]:
-    """Ranges (start, end) of consecutive partition keys covering exactly ``wanted``,
-    each at most ``size`` long: a batch is one run over many partitions."""
-    batches, run = [], []
-    for key in ordered:
-        if key in wanted:
-            run.append(key)
-            if len(run) == size:
-                batches.append((run[0], run[-1]))
-                run = []
-        elif run:
-            batches.append((run[0], run[-1]))
-            run = []
-    if run:
-        batches.append((run[0], run[-1]))
-    return batches
 
 
 def range_tags(start: str, end: str) -> dict[str, str]:
@@ -84,8 +66,8 @@ def evaluate_source_folder(context: SensorEvaluationContext, p: Pipeline, job_na
         k for k in new_keys]
     wanted = {e.document_id for e in entries}
     requests = [
-        RunRequest(job_name=job_name, tags=range_tags(start, end))
-        for start, end in contiguous_batches(ordered, wanted)
+        RunRequest(job_name=job_name, tags=range_tags(batch[0], batch[-1]))
+        for batch in contiguous_batches(ordered, wanted, BATCH_SIZE)
     ]
     if requests or removed:
         requests.append(RunRequest(job_name=catalog_job))

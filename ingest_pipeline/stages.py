@@ -32,7 +32,7 @@ from ingest_pipeline.readers.base import ReadOptions, password_for
 from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry, chunker_ref
 from ingest_pipeline.settings import Profile, Settings
 from ingest_pipeline.token_limits import split_to_limit
-from ingest_pipeline.vector_index import VectorIndex
+from ingest_pipeline.vector_index import VectorIndex, index_schema
 
 # Bump a stage's version when its output for the same input changes.
 STAGE_VERSIONS = {"sources": 1, "pages": 1, "claims": 1, "chunks": 1, "embeddings": 1, "index": 1}
@@ -550,17 +550,11 @@ def index_document(lake: Lake, index: VectorIndex, profile: Profile, document: s
         # a filter finds them, vector search skips them.
         is_image = row["text"] is None
         rows.append({**row, "modality": "image" if is_image else "text", "vector": by_id.get(row["chunk_id"])})
-    data = pa.Table.from_pylist(rows, schema=_index_input_schema(index.dim))
+    data = pa.Table.from_pylist(rows, schema=index_schema(index.dim))
     result = index.sync_document(profile.name, document, data)
     lake.write("indexed", (profile.name, document), pa.table({"rows": [result["rows"]]}),
                meta={"fingerprint": fingerprint, "rows": result["rows"]})
     return Outcome(document, "new", result)
-
-
-def _index_input_schema(dim: int) -> pa.Schema:
-    from ingest_pipeline.vector_index import index_schema
-
-    return index_schema(dim)
 
 
 def remove_document(lake: Lake, index: VectorIndex, document: str) -> dict[str, int]:

@@ -8,7 +8,8 @@ from dagster import build_sensor_context
 from ingest_pipeline.definitions import build_definitions
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import IngestResource
-from ingest_pipeline.sensors import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, contiguous_batches
+from ingest_pipeline.partitions import contiguous_batches
+from ingest_pipeline.sensors import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, run_batch, temporary_instance
 
@@ -30,7 +31,7 @@ def tick(pipeline, instance, cursor=None):
 
 def test_contiguous_batches_cover_exactly_the_wanted_keys():
     ordered = list("abcdefgh")
-    assert contiguous_batches(ordered, set("abcdh"), size=2) == [("a", "b"), ("c", "d"), ("h", "h")]
+    assert contiguous_batches(ordered, set("abcdh"), size=2) == [["a", "b"], ["c", "d"], ["h"]]
     assert contiguous_batches(ordered, set(), size=2) == []
 
 

@@ -120,7 +120,7 @@ def page_picture(p, rows: list[dict]) -> str | None:
         content = stages.source_bytes(source)
     except Exception:
         return None
-    page = (p.lake.read("pages", first["document_id"]) or None)
+    page = p.lake.read("pages", first["document_id"])
     aspect = None
     if page is not None:
         for row in page.to_pylist():
