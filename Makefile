@@ -19,7 +19,7 @@ run: $(VENV)/.installed
 	$(BIN)/python -m ingest_pipeline.samples $(DATA)/sources
 	$(BIN)/ingest-pipeline --data $(DATA) ingest
 	$(BIN)/ingest-pipeline --data $(DATA) search "$(QUESTION)" -k 3
-	$(BIN)/ingest-pipeline --data $(DATA) query "select path, page, chunker, tokens, left(text, 50) as text from chunks order by path, page, \"index\" limit 10"
+	$(BIN)/ingest-pipeline --data $(DATA) query "select profile, count(*) as chunks, count(distinct path) as documents, round(avg(tokens)) as mean_tokens, string_agg(distinct chunker, ' ') as chunkers from chunks group by profile order by profile"
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q

@@ -32,6 +32,7 @@ class IngestReport:
     texts_embedded: int = 0
     texts_from_cache: int = 0
     chunks: int = 0
+    profile: str = ""
     run_ids: list[str] = field(default_factory=list)
     seconds: float = 0.0
     paths: dict[str, str] = field(default_factory=dict)
@@ -41,7 +42,7 @@ class IngestReport:
             "documents": self.documents, "new": len(self.new), "changed": len(self.changed),
             "unchanged": len(self.unchanged), "failed": len(self.failed), "removed": len(self.removed),
             "texts_embedded": self.texts_embedded, "texts_from_cache": self.texts_from_cache,
-            "chunks": self.chunks, "seconds": round(self.seconds, 2), "run_ids": self.run_ids,
+            "chunks": self.chunks, "profile": self.profile, "seconds": round(self.seconds, 2), "run_ids": self.run_ids,
             "failures": {self.paths.get(d, d): errs for d, errs in sorted(self.failed.items())},
             "removed_documents": self.removed,
         }
@@ -146,7 +147,7 @@ def _summarize(pipeline: Pipeline, report: IngestReport, entries) -> None:
             report.new.append(doc)
         else:
             report.unchanged.append(doc)
-    profile = pipeline.settings.default_profile
+    profile = report.profile = pipeline.settings.default_profile
     report.chunks = query(lake, f"SELECT count(*) AS n FROM chunks WHERE profile = '{profile}' "
                                 f"AND document_id IN ({keys})").to_pylist()[0]["n"]
 
@@ -164,7 +165,7 @@ def format_report(report: IngestReport) -> str:
     lines = [
         f"{report.documents} documents: {len(report.new)} new or changed, {len(report.unchanged)} unchanged, "
         f"{len(report.failed)} failed" + (f", {len(report.removed)} removed" if report.removed else ""),
-        f"{report.chunks} chunks in the default profile; {report.texts_embedded} texts embedded, "
+        f"{report.chunks} chunks in the served profile '{report.profile}'; {report.texts_embedded} texts embedded, "
         f"{report.texts_from_cache} from the embedding cache; {report.seconds:.1f} s",
     ]
     if report.failed:
@@ -172,7 +173,7 @@ def format_report(report: IngestReport) -> str:
         for doc, errs in sorted(report.failed.items(), key=lambda kv: report.paths.get(kv[0], kv[0])):
             reasons = "; ".join(f"{e['stage']}: {e['reason']}" for e in errs)
             lines.append(f"  {report.paths.get(doc, doc)}  {reasons}")
-    counts = Counter(p.split("/")[0] for p in (report.paths.get(d, d) for d in report.new))
-    if counts and len(counts) > 1:
+    counts = Counter(p.split("/")[0] for p in (report.paths.get(d, d) for d in report.new) if "/" in p)
+    if len(counts) > 1:
         lines.append("new by folder: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return "\n".join(lines)

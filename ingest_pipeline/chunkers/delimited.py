@@ -85,6 +85,8 @@ class DelimitedChunker(GridChecks, BaseChunker):
     Config = DelimitedConfig
 
     def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
+        if media_type not in self.media_types:
+            return ()  # media types gate nothing in the registry, so a chunker checks its own
         answer = []
         for page in pages:
             if page.status != "read" or not page.text:
