@@ -4,7 +4,7 @@ For every PPTX, DOCX, XLSX/XLSM and CSV/TSV of ../shared/corpus/files (hostile f
 excluded: they fail in milliseconds), times read_pages + the format's chunker (pptx@1,
 docx@1, xlsx@1, delimited@1), best of ``--repeat`` runs per file, and prints pages
 (slides, sections, sheets, files) per second per format. Then measures, each in a fresh
-subprocess, the peak RSS (ru_maxrss, minus the interpreter-with-imports baseline) and the
+subprocess, the peak RSS (VmHWM, minus the interpreter-with-imports baseline) and the
 tracemalloc peak of reading + chunking: the largest corpus workbook, the sheet that
 declares A1:XFD1048576, the biggest corpus DOCX, and two generated stress documents
 (a 200,000-cell workbook and a handbook-sized DOCX of ~9,000 paragraphs and 100 tables).
@@ -42,7 +42,9 @@ content = open(path, "rb").read()
 media_type = mt.detect(content, path)
 chunker = {mt.DOCX: DocxChunker, mt.PPTX: PptxChunker, mt.XLSX: XlsxChunker, mt.XLSM: XlsxChunker,
            mt.CSV: DelimitedChunker, mt.TSV: DelimitedChunker}[media_type]()
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def vm_hwm_kib():  # this process's own peak; ru_maxrss would carry the parent's peak over the fork
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
+base = vm_hwm_kib()
 traced_run = sys.argv[2] == "traced"
 if traced_run:
     tracemalloc.start()
@@ -51,7 +53,7 @@ pages = read_pages(content, media_type)
 answer = chunker.chunk(content, media_type, pages)
 elapsed = time.perf_counter() - start
 _, traced = tracemalloc.get_traced_memory() if traced_run else (0, 0)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = vm_hwm_kib()
 print(json.dumps({"seconds": elapsed, "pages": len(pages), "pieces": sum(len(pc.pieces) for pc in answer),
                   "rss_peak_mib": peak / 1024, "rss_over_baseline_mib": (peak - base) / 1024,
                   "tracemalloc_peak_mib": traced / 2**20, "bytes": len(content)}))
