@@ -29,7 +29,7 @@ HOSTILE = {"calamine__issue252.xlsx", "calamine__pass_protected.xlsx"}
 FORMATS = {"pptx": "pptx", "docx": "docx", "xlsx": "xlsx", "csv": "csv/tsv"}
 
 _MEASURE = r"""
-import json, resource, sys, time, tracemalloc
+import json, sys, time, tracemalloc
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.readers import read_pages
 from ingest_pipeline.chunkers.docx import DocxChunker
