@@ -90,6 +90,8 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
     checks = {e.check_name: e.passed
               for e in result.get_asset_check_evaluations()}
     assert checks["valid_boxes"] and checks["unique_chunk_ids"] and checks["rows_match_parquet"]
+    coverage = [e.passed for e in result.get_asset_check_evaluations() if e.check_name == "page_text_covered"]
+    assert coverage == [True, True]  # both profiles' chunk maps cover their pages' words
     markdown_checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()
                        if e.asset_key.to_user_string() == "chunks/markdown_v1"}
     assert markdown_checks and all(markdown_checks.values())  # the chunker's own checks, as asset checks

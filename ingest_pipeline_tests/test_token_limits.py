@@ -52,3 +52,16 @@ def test_the_token_check_fails_an_unflagged_chunk_over_the_limit():
     assert verdict([_row("a", 100), _row("b", 256)])
     assert not verdict([_row("a", 100), _row("b", 300)])
     assert verdict([_row("a", 100), _row("b", 300, '{"token_overflow": true}')])
+
+
+def test_the_coverage_check_flags_a_page_whose_words_are_missing():
+    from ingest_pipeline.assets.profiles import page_text_check
+
+    pages = [{"document_id": "d", "page": 1, "text": "alpha beta gamma delta"},
+             {"document_id": "d", "page": 2, "text": "one two three"}]
+    full = [{"document_id": "d", "page": 1, "text": "Alpha beta"}, {"document_id": "d", "page": 1, "text": "gamma, delta"},
+            {"document_id": "d", "page": 2, "text": "one two three"}]
+    assert page_text_check(pages, full).passed
+    partial = full[:1] + full[2:]
+    result = page_text_check(pages, partial)
+    assert not result.passed and result.metadata["count"].value == 1

@@ -1,10 +1,12 @@
 """Per-profile assets: the merged chunk map, its embeddings and its LanceDB rows."""
 
 
+import re
 import time
 
 from dagster import (
     AssetCheckResult,
+    AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
@@ -38,7 +40,8 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         description=f"Profile '{profile.name}': claims merged per page, first in order wins ({refs}).",
         metadata={"order": [i.ref for i in order]},
         check_specs=[AssetCheckSpec(n, asset=map_key) for n in
-                     ("valid_boxes", "unique_chunk_ids", "no_empty_chunks", "within_token_limit")],
+                     ("valid_boxes", "unique_chunk_ids", "no_empty_chunks", "within_token_limit",
+                      "page_text_covered")],
     )
     def _chunk_map(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
         p = ingest.pipeline()
@@ -56,7 +59,13 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         picture = page_picture(p, rows)
         if picture:
             metadata["page_with_boxes"] = MetadataValue.md(picture)
-        return MaterializeResult(metadata=metadata, check_results=chunk_map_checks(rows, max_tokens))
+        pages_read = []
+        for doc in context.partition_keys:
+            table = p.lake.read("pages", doc, columns=["document_id", "page", "status", "text"])
+            if table is not None:
+                pages_read.extend(r for r in table.to_pylist() if r["status"] == "read" and r["text"])
+        checks = [*chunk_map_checks(rows, max_tokens), page_text_check(pages_read, rows)]
+        return MaterializeResult(metadata=metadata, check_results=checks)
 
     @asset(
         key=emb_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name="profiles",
@@ -133,6 +142,32 @@ def page_picture(p, rows: list[dict]) -> str | None:
     if png is None:
         return None
     return f"{first['path']}, page {first['page']}:\n\n" + preview_markdown_image(png, f"{first['path']} p{first['page']}")
+
+
+_WORD = re.compile(r"\w+")
+COVERAGE_FLOOR = 0.95
+
+
+def page_text_check(pages: list[dict], rows: list[dict]) -> AssetCheckResult:
+    """Each read page's words (as its reader read them) appear in that page's chunks, at
+    least COVERAGE_FLOOR of them (chunk text need not rebuild the page text exactly)."""
+    chunk_words: dict[tuple[str, int], set[str]] = {}
+    for row in rows:
+        if row.get("text"):
+            chunk_words.setdefault((row["document_id"], row["page"]), set()).update(
+                w.lower() for w in _WORD.findall(row["text"]))
+    low = []
+    for page in pages:
+        words = [w.lower() for w in _WORD.findall(page["text"])]
+        if not words:
+            continue
+        have = chunk_words.get((page["document_id"], page["page"]), set())
+        share = sum(1 for w in words if w in have) / len(words)
+        if share < COVERAGE_FLOOR:
+            low.append({"document": page["document_id"], "page": page["page"], "covered": round(share, 3)})
+    return AssetCheckResult(check_name="page_text_covered", passed=not low, severity=AssetCheckSeverity.WARN,
+                            metadata={"pages_below_floor": low[:20], "count": len(low), "pages": len(pages),
+                                      "floor": COVERAGE_FLOOR})
 
 
 def chunk_map_checks(rows: list[dict], max_tokens: int) -> list[AssetCheckResult]:
