@@ -6,6 +6,7 @@ import functools
 from dataclasses import dataclass
 
 from ingest_pipeline.embedding import Embedder, default_embedder
+from ingest_pipeline.isolation import ParseWorker
 from ingest_pipeline.lake import Lake
 from ingest_pipeline.readers import reader_ids
 from ingest_pipeline.registry import ChunkerRegistry
@@ -20,6 +21,7 @@ class Pipeline:
     registry: ChunkerRegistry
     embedder: Embedder
     index: VectorIndex
+    parser: ParseWorker
 
 
 def build_pipeline(settings: Settings, embedder: Embedder | None = None) -> Pipeline:
@@ -33,6 +35,7 @@ def build_pipeline(settings: Settings, embedder: Embedder | None = None) -> Pipe
         registry=registry,
         embedder=embedder,
         index=VectorIndex(settings.lancedb_uri, embedder.dim),
+        parser=ParseWorker(settings.parse_timeout, settings.parse_memory_bytes),
     )
 
 

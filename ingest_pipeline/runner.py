@@ -28,6 +28,7 @@ class IngestReport:
     changed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     failed: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    warnings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     removed: list[str] = field(default_factory=list)
     texts_embedded: int = 0
     texts_from_cache: int = 0
@@ -45,6 +46,7 @@ class IngestReport:
             "chunks": self.chunks, "profile": self.profile, "seconds": round(self.seconds, 2), "run_ids": self.run_ids,
             "failures": {self.paths.get(d, d): errs for d, errs in sorted(self.failed.items())},
             "removed_documents": self.removed,
+            "chunker_errors": {self.paths.get(d, d): errs for d, errs in sorted(self.warnings.items())},
         }
 
 
@@ -134,7 +136,11 @@ def _summarize(pipeline: Pipeline, report: IngestReport, entries) -> None:
     keys = ", ".join("'" + k + "'" for k in wanted)
     errors = query(lake, f"SELECT document_id, stage, reason FROM errors WHERE document_id IN ({keys})").to_pylist()
     for row in errors:
-        report.failed.setdefault(row["document_id"], []).append({"stage": row["stage"], "reason": row["reason"]})
+        entry = {"stage": row["stage"], "reason": row["reason"]}
+        if row["stage"].startswith("chunks/"):  # that chunker's pages went to the next one in order
+            report.warnings.setdefault(row["document_id"], []).append(entry)
+        else:
+            report.failed.setdefault(row["document_id"], []).append(entry)
     sources = {r["document_id"]: r for r in query(
         lake, f"SELECT document_id, run_id FROM sources WHERE document_id IN ({keys})").to_pylist()}
     for doc in wanted:
@@ -173,6 +179,10 @@ def format_report(report: IngestReport) -> str:
         for doc, errs in sorted(report.failed.items(), key=lambda kv: report.paths.get(kv[0], kv[0])):
             reasons = "; ".join(f"{e['stage']}: {e['reason']}" for e in errs)
             lines.append(f"  {report.paths.get(doc, doc)}  {reasons}")
+    if report.warnings:
+        lines.append("chunker errors (their pages went to the next chunker in order):")
+        for doc, errs in sorted(report.warnings.items(), key=lambda kv: report.paths.get(kv[0], kv[0])):
+            lines.append(f"  {report.paths.get(doc, doc)}  " + "; ".join(f"{e['stage']}: {e['reason']}" for e in errs))
     counts = Counter(p.split("/")[0] for p in (report.paths.get(d, d) for d in report.new) if "/" in p)
     if len(counts) > 1:
         lines.append("new by folder: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))

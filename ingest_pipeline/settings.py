@@ -47,6 +47,10 @@ class Settings:
     passwords: Mapping[str, str] = field(default_factory=dict, repr=False)
     max_file_bytes: int = 512 * 1024 * 1024
     embed_batch: int = 64
+    # Readers and chunkers run in a worker process: seconds per call (0 = in process)
+    # and the worker's address-space limit.
+    parse_timeout: float = 300.0
+    parse_memory_bytes: int = 6 * 1024**3
 
     @property
     def source_root(self) -> str:
@@ -133,5 +137,7 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         chunker_configs={k: dict(v) for k, v in (config.get("chunkers") or {}).items()},
         passwords=passwords,
         max_file_bytes=int(limits.get("max_file_bytes", 512 * 1024 * 1024)),
+        parse_timeout=float(os.environ.get("INGEST_PARSE_TIMEOUT") or limits.get("parse_timeout", 300.0)),
+        parse_memory_bytes=int(limits.get("parse_memory_mib", 6 * 1024)) * 1024**2,
         embed_batch=int(config.get("embed_batch", 64)),
     )

@@ -25,6 +25,7 @@ from ingest_pipeline.contract import ChunkPiece, Layout, LocatedLine, PageChunks
 from ingest_pipeline.documents import DocumentEntry, load_entry
 from ingest_pipeline.embedding import Embedder
 from ingest_pipeline.identity import canonical_json, sha256_bytes, sha256_text
+from ingest_pipeline.isolation import ParseWorker
 from ingest_pipeline.lake import Lake
 from ingest_pipeline.merge import Claim, merge_claims
 from ingest_pipeline.readers import read_pages, reader_ids
@@ -103,7 +104,8 @@ def guarded(lake: Lake, stage: str, document: str, run_id: str, fn, *args, **kwa
     except Exception as exc:  # one document's failure must not fail the batch
         row = record_error(lake, stage, document, exc, run_id)
         return Outcome(document, "failed", {"reason": row["reason"], "error": row["error"]})
-    clear_error(lake, stage, document)
+    if outcome.status != "failed":  # a stage may record its own failure and still return
+        clear_error(lake, stage, document)
     return outcome
 
 
@@ -173,7 +175,8 @@ def source_bytes(source: dict[str, Any]) -> bytes:
 # ---------------------------------------------------------------- pages
 
 
-def read_document(settings: Settings, lake: Lake, document: str, run_id: str) -> Outcome:
+def read_document(settings: Settings, lake: Lake, document: str, run_id: str,
+                  parser: ParseWorker | None = None) -> Outcome:
     """Run the page readers; one row per page, located lines in their own table."""
     source, source_meta = load_source(lake, document)
     password = password_for(source["path"], settings.passwords)
@@ -186,7 +189,7 @@ def read_document(settings: Settings, lake: Lake, document: str, run_id: str) ->
     content = source_bytes(source)
     options = ReadOptions(name=source["path"], password=password)
     try:
-        outputs = read_pages(content, source["media_type"], options)
+        outputs = (parser.call if parser else _direct)(read_pages, content, source["media_type"], options)
     except Exception:
         lake.delete("pages", document)
         lake.delete("page_lines", document)
@@ -266,15 +269,14 @@ def _row_piece(row: dict[str, Any]) -> ChunkPiece:
 
 
 def run_chunker(
-    settings: Settings, lake: Lake, chunker: Any, info: ChunkerInfo, document: str, run_id: str
+    settings: Settings, lake: Lake, chunker: Any, info: ChunkerInfo, document: str, run_id: str,
+    parser: ParseWorker | None = None,
 ) -> Outcome:
     """Ask one chunker version about one document and store its claims.
 
     A chunker that raises is recorded (an errors row and the claim's error) and its
     claim is empty, so the chunk map moves on to the next chunker.
     """
-    from ingest_pipeline.readers.base import document_password
-
     source, _ = load_source(lake, document)
     pages, pages_fp = load_pages(lake, document)
     fingerprint = _fingerprint(STAGE_VERSIONS["claims"], pages_fp, info.ref, info.config_hash)
@@ -287,18 +289,9 @@ def run_chunker(
     metrics: dict[str, Any] = {}
     started = time.perf_counter()
     try:
-        with document_password(password_for(source["path"], settings.passwords)):
-            answer = chunker.chunk(content, source["media_type"], pages)
-        answer = tuple(answer or ())
-        for item in answer:
-            if not isinstance(item, PageChunks):
-                raise TypeError(f"{info.ref} answered {type(item).__name__}, not PageChunks")
-        if hasattr(chunker, "check"):
-            for outcome in chunker.check(content, source["media_type"], pages, answer):
-                checks.append({"name": outcome.name, "passed": outcome.passed, "severity": outcome.severity,
-                               "description": outcome.description, "metadata": dict(outcome.metadata)})
-        if hasattr(chunker, "metrics") and answer:
-            metrics = dict(chunker.metrics(answer))
+        answer, checks, metrics = (parser.call if parser else _direct)(
+            chunk_document, chunker, content, source["media_type"], pages,
+            password_for(source["path"], settings.passwords))
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         record_error(lake, f"chunks/{info.ref}", document, exc, run_id)
@@ -318,6 +311,32 @@ def run_chunker(
             "summary": summary, "checks": checks, "metrics": metrics}
     lake.write("claims", (info.asset_name, document), pa.Table.from_pylist(rows, schema=tables.CLAIMS), meta=meta)
     return Outcome(document, "failed" if error else "new", {**summary, **({"error": error} if error else {})})
+
+
+def _direct(fn, *args):
+    return fn(*args)
+
+
+def chunk_document(
+    chunker: Any, content: bytes, media_type: str, pages: tuple[PageOutput, ...], password: str | None
+) -> tuple[tuple[PageChunks, ...], list[dict[str, Any]], dict[str, Any]]:
+    """One chunker's answer for a document, its own checks and metrics (runs in the parse
+    worker, so everything here is picklable)."""
+    from ingest_pipeline.readers.base import document_password
+
+    with document_password(password):
+        answer = tuple(chunker.chunk(content, media_type, pages) or ())
+    ref = f"{getattr(chunker, 'id', '?')}@{getattr(chunker, 'version', '?')}"
+    for item in answer:
+        if not isinstance(item, PageChunks):
+            raise TypeError(f"{ref} answered {type(item).__name__}, not PageChunks")
+    checks = []
+    if hasattr(chunker, "check"):
+        for outcome in chunker.check(content, media_type, pages, answer):
+            checks.append({"name": outcome.name, "passed": outcome.passed, "severity": outcome.severity,
+                           "description": outcome.description, "metadata": dict(outcome.metadata)})
+    metrics = dict(chunker.metrics(answer)) if hasattr(chunker, "metrics") and answer else {}
+    return answer, checks, metrics
 
 
 def load_claim(lake: Lake, info: ChunkerInfo, document: str) -> tuple[Claim, str]:

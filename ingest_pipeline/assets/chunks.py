@@ -81,7 +81,7 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any):
         started = time.perf_counter()
         outcomes = for_each_document(context, context.partition_keys, lambda doc: stages.guarded(
             p.lake, f"chunks/{active_info.ref}", doc, context.run_id,
-            stages.run_chunker, p.settings, p.lake, active, active_info, doc, context.run_id))
+            stages.run_chunker, p.settings, p.lake, active, active_info, doc, context.run_id, p.parser))
         pieces = sum(int(o.detail.get("pieces", 0) or 0) for o in outcomes)
         checks = []
         for name in check_names:

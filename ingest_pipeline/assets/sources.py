@@ -30,7 +30,7 @@ def pages(context: AssetExecutionContext, ingest: IngestResource) -> Materialize
     p = ingest.pipeline()
     started = time.perf_counter()
     outcomes = for_each_document(context, context.partition_keys, lambda key: stages.guarded(
-        p.lake, "pages", key, context.run_id, stages.read_document, p.settings, p.lake, key, context.run_id))
+        p.lake, "pages", key, context.run_id, stages.read_document, p.settings, p.lake, key, context.run_id, p.parser))
     totals: dict[str, int] = {}
     for outcome in outcomes:
         for status in ("pages", "read", "blank", "failed", "unreadable"):

@@ -1,0 +1,83 @@
+"""A hostile document costs only itself: parsing runs in a worker with time and memory limits."""
+
+import time
+
+import pytest
+
+from ingest_pipeline.catalog import query
+from ingest_pipeline.isolation import ParseLimitExceeded, ParseWorker
+from ingest_pipeline_tests.chunker_doubles import install_distribution
+from ingest_pipeline_tests.conftest import write
+from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, register, run_batch, temporary_instance
+
+HOSTILE_SOURCE = '''
+import time
+
+from ingest_pipeline.contract import ChunkPiece, PageChunks
+
+
+class Hostile:
+    """Hangs on plain text, eats memory on CSV, answers everything else."""
+
+    id = "hostile"
+    version = 1
+
+    def chunk(self, content, media_type, pages):
+        if media_type == "text/plain":
+            time.sleep(120)
+        if media_type == "text/csv":
+            hog = bytearray(4 * 1024 ** 3)
+            hog[-1] = 1
+        return ()
+'''
+
+
+def _sleep(seconds):
+    time.sleep(seconds)
+    return seconds
+
+
+def _allocate(n):
+    return len(bytearray(n))
+
+
+def test_the_worker_stops_a_call_over_time_and_recovers():
+    worker = ParseWorker(timeout=2, memory_bytes=None)
+    try:
+        assert worker.call(_sleep, 0) == 0
+        started = time.perf_counter()
+        with pytest.raises(ParseLimitExceeded, match="longer than 2 s"):
+            worker.call(_sleep, 60)
+        assert time.perf_counter() - started < 20
+        assert worker.call(_sleep, 0) == 0  # a fresh worker took over
+    finally:
+        worker.close()
+
+
+def test_the_worker_refuses_memory_over_its_limit():
+    worker = ParseWorker(timeout=60, memory_bytes=1024 * 2**20)
+    try:
+        with pytest.raises(ParseLimitExceeded, match="memory"):
+            worker.call(_allocate, 3 * 1024**3)
+        assert worker.call(_allocate, 1024) == 1024
+    finally:
+        worker.close()
+
+
+def test_a_hanging_or_greedy_chunker_costs_only_its_document(data_dir, sample_sources, tmp_path, monkeypatch):
+    site = install_distribution(tmp_path / "site", "acme_hostile", HOSTILE_SOURCE, {"hostile": "acme_hostile:Hostile"})
+    monkeypatch.syspath_prepend(str(site))
+    write(data_dir / "ingest_pipeline.toml", "[limits]\nparse_timeout = 5\nparse_memory_mib = 1536\n")
+    pipeline = fresh_pipeline(data_dir)
+    instance = temporary_instance(data_dir)
+    started = time.perf_counter()
+    result = run_batch(pipeline, instance, register(pipeline, instance))
+    assert result.success and time.perf_counter() - started < 110
+    errors = {r["path"]: r["reason"] for r in query(
+        pipeline.lake, "select path, reason from errors where stage = 'chunks/hostile@1'").to_pylist()}
+    assert "longer than 5 s" in errors["maintenance_notes.txt"]
+    assert "memory" in errors["supplier_prices.csv"]
+    chunked = {r["path"]: r["chunker"] for r in query(
+        pipeline.lake, "select distinct path, chunker from chunks where profile = 'default'").to_pylist()}
+    assert chunked["maintenance_notes.txt"] == "page@1" and chunked["supplier_prices.csv"] == "page@1"
+    assert len({r for r in chunked}) == 4  # every document still has its chunks
