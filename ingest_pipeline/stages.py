@@ -30,7 +30,7 @@ from ingest_pipeline.lake import Lake
 from ingest_pipeline.merge import Claim, merge_claims
 from ingest_pipeline.readers import read_pages, reader_ids
 from ingest_pipeline.readers.base import ReadOptions, password_for
-from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry, chunker_ref
+from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry
 from ingest_pipeline.settings import Profile, Settings
 from ingest_pipeline.token_limits import split_to_limit
 from ingest_pipeline.vector_index import VectorIndex, index_schema

@@ -11,8 +11,8 @@ from ingest_pipeline.catalog import query
 from ingest_pipeline.definitions import build_definitions
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import load_settings
-from ingest_pipeline_tests.chunker_doubles import THIRD_PARTY_SOURCE, install_distribution
-from ingest_pipeline_tests.conftest import pdf_bytes, write
+from ingest_pipeline_tests.chunker_doubles import install_distribution
+from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import (
     fresh_pipeline,
     materializations,
