@@ -29,7 +29,7 @@ def register(pipeline, instance, paths=None) -> list[str]:
     return keys
 
 
-def run_batch(pipeline, instance, keys: list[str]):
+def run_batch(pipeline, instance, keys: list[str], ops_config: dict | None = None):
     """One run over a contiguous range of partitions, in process."""
     ordered = instance.get_dynamic_partitions(DOCUMENTS)
     positions = sorted(ordered.index(k) for k in keys)
@@ -37,7 +37,8 @@ def run_batch(pipeline, instance, keys: list[str]):
     defs = build_definitions(pipeline.settings)
     return defs.resolve_job_def(INGEST_JOB).execute_in_process(
         instance=instance, tags=range_tags(ordered[positions[0]], ordered[positions[-1]]),
-        resources={"ingest": IngestResource(data=pipeline.settings.data)}, run_config=QUIET,
+        resources={"ingest": IngestResource(data=pipeline.settings.data)},
+        run_config={**QUIET, **({"ops": ops_config} if ops_config else {})},
         raise_on_error=False)
 
 

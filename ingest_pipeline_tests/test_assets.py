@@ -205,3 +205,21 @@ def test_retrieval_eval_records_quality_with_lineage_to_the_chunk_map(data_dir, 
     assert meta["questions"] == 13 and 0.0 <= meta["mrr@10"] <= 1.0 and meta["recall@10"] >= meta["recall@1"]
     assert meta["chunks"] > 0 and meta["mean_tokens_per_chunk"] > 0
     assert meta["measured_chunk_map_run"] == ingest_run.run_id
+
+
+def test_a_chunker_config_edited_for_one_run_cuts_new_chunks_with_a_new_config_hash(data_dir, sample_sources):
+    pipeline = fresh_pipeline(data_dir)
+    instance = temporary_instance(data_dir)
+    docs = register(pipeline, instance)
+    run_batch(pipeline, instance, docs)
+    sql = ("select chunk_id, config_hash from chunks where profile = 'default' and chunker = 'markdown@1' "
+           "order by chunk_id")
+    before = query(pipeline.lake, sql).to_pylist()
+    edited = {"chunks__markdown_v1": {"config": {"max_chars": 300, "target_chars": 200, "min_chars": 40}}}
+    result = run_batch(pipeline, instance, docs, ops_config=edited)
+    after = query(pipeline.lake, sql).to_pylist()
+    assert after and before
+    assert {r["config_hash"] for r in after} != {r["config_hash"] for r in before}
+    assert not {r["chunk_id"] for r in after} & {r["chunk_id"] for r in before}
+    meta = materializations(result)
+    assert meta["chunks/markdown_v1"]["config_hash"] == after[0]["config_hash"]
