@@ -15,16 +15,9 @@ from typing import Any
 from ingest_pipeline.contract import BBox, ChunkPiece, Layout, TableCell, TableLayout
 
 
-@dataclass(frozen=True)
-class GridCell:
-    """A cell at its top-left grid position (0-based), with spans and optional box."""
-
-    row: int
-    col: int
-    text: str
-    row_span: int = 1
-    col_span: int = 1
-    bbox: BBox | None = None
+# A grid's cell is the contract's TableCell (origin row/col, spans, optional box); the
+# header flag is set when the cells are cut into pieces.
+GridCell = TableCell
 
 
 @dataclass
