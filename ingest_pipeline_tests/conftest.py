@@ -50,4 +50,54 @@ def corpus_available() -> bool:
 
 
 requires_corpus = pytest.mark.skipif(not corpus_available(), reason="../shared/corpus is not present")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--regenerate-golden", action="store_true", default=False,
+                     help="rewrite ingest_pipeline_tests/golden/ from the chunkers' current output")
+
+
+@pytest.fixture(scope="session")
+def regenerate_golden(request) -> bool:
+    from ingest_pipeline_tests.golden import REGENERATE_ENV
+
+    return bool(request.config.getoption("--regenerate-golden")) or os.environ.get(REGENERATE_ENV) == "1"
+
+
+def corpus_passwords() -> dict[str, str]:
+    """The passwords FACTS.tsv lists, keyed by file name as a storage root's passwords.toml would be."""
+    import csv
+    import json
+
+    out = {}
+    with open(CORPUS / "FACTS.tsv", newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh, delimiter="\t"):
+            password = json.loads(row["facts_json"]).get("password")
+            if password is not None:
+                out[row["relpath"].rsplit("/", 1)[-1]] = str(password)
+    return out
+
+
+@pytest.fixture(scope="session")
+def corpus_documents():
+    """relpath -> (bytes, media type, password, pages or None) for every corpus file, each
+    read once per session by the real readers (OCR included); pages is None for a file
+    the readers refuse."""
+    from ingest_pipeline import media_types
+    from ingest_pipeline.readers import read_pages
+    from ingest_pipeline.readers.base import ReadOptions, password_for
+
+    passwords = corpus_passwords()
+    out = {}
+    for path in sorted(p for p in (CORPUS / "files").rglob("*") if p.is_file()):
+        relpath = str(path.relative_to(CORPUS))
+        content = path.read_bytes()
+        media = media_types.detect(content, relpath)
+        password = password_for(relpath, passwords)
+        try:
+            pages = read_pages(content, media, ReadOptions(name=relpath, password=password))
+        except Exception:  # noqa: BLE001 - a file the readers refuse has no pages to chunk
+            pages = None
+        out[relpath] = (content, media, password, pages)
+    return out
 os.environ.setdefault("INGEST_CHUNK_DPI", "120")
