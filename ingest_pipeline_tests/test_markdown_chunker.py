@@ -204,6 +204,23 @@ def test_skip_subtree_ends_at_same_level_heading_only():
         assert kept in joined
 
 
+def test_blocks_accumulate_while_the_chunk_is_under_target_chars():  # C46
+    """Eight 200-character paragraphs (joined by blank lines): a chunk takes the next block
+    only while it is still shorter than target_chars, so chunks stop near the target,
+    not at max_chars (which would pack five paragraphs, 1,008 chars, into the first)."""
+    paras = [f"p{k} " + ("x" * 196) + "." for k in range(8)]
+    assert all(len(p) == 200 for p in paras)
+    text = "\n\n".join(paras) + "\n"
+
+    def groups(**config) -> list[list[int]]:
+        return [[k for k, p in enumerate(paras) if p in piece.text] for piece in chunk(text, **config)]
+
+    assert groups() == [[0, 1, 2, 3], [4, 5, 6, 7]]  # 604 < 800 takes a fourth; 806 stops
+    assert groups(target_chars=402) == [[0, 1], [2, 3], [4, 5], [6, 7]]  # 402 is not < 402
+    assert groups(target_chars=403) == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert groups(target_chars=1200) == [[0, 1, 2, 3, 4], [5, 6, 7]]  # up to max_chars
+
+
 # --------------------------------------------------------------------------------------
 # T-M3 merging short paragraphs, hard boundaries at heading changes
 
@@ -574,10 +591,32 @@ def test_lazy_continuations_go_to_markdown_it():
 
 
 def test_crlf_and_blank_documents():
-    text = "# A\r\n\r\nbody\r\n"
-    normalized = text.replace("\r\n", "\n")
-    pieces = chunk(normalized)
-    assert pieces[0].text == "# A\n\nbody"
+    """The bytes go through the real text reader, as in a run: CRLF and lone-CR files chunk
+    like their LF form (no stray \r in any piece, same line numbers), and a file of line
+    endings and spaces is a blank page markdown@1 does not claim."""
+    from ingest_pipeline.readers.base import ReadOptions
+    from ingest_pipeline.readers.text import TextReader
+
+    def read_and_chunk(raw: bytes):
+        pages = TextReader().read(raw, "text/markdown", ReadOptions(name="doc.md"))
+        return pages, MarkdownChunker().chunk(raw, "text/markdown", pages)
+
+    lf = "# A\n\nbody\n\n## B\n\nmore text\n"
+    _, expected = read_and_chunk(lf.encode())
+    assert [p.text for p in expected[0].pieces] == ["# A\n\nbody", "## B\n\nmore text"]
+    for ending in ("\r\n", "\r"):
+        raw = lf.replace("\n", ending).encode()
+        pages, answer = read_and_chunk(raw)
+        pieces = answer[0].pieces
+        assert not any("\r" in p.text for p in pieces), ending
+        assert [(p.text, p.header_path, p.meta["start_line"], p.meta["end_line"]) for p in pieces] == [
+            (p.text, p.header_path, p.meta["start_line"], p.meta["end_line"]) for p in expected[0].pieces]
+        outcomes = {o.name: o for o in MarkdownChunker().check(raw, "text/markdown", pages, answer)}
+        assert outcomes["source_lines_covered"].passed, ending
+    for blank in (b"", b"\r\n\r\n", b" \r \n\t\r\n"):
+        pages, answer = read_and_chunk(blank)
+        assert [(p.status, p.text) for p in pages] == [("blank", "")]
+        assert answer == ()
 
 
 def test_long_block_quote_is_cut_between_its_paragraphs_never_inside_a_fence():

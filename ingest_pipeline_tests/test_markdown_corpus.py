@@ -16,12 +16,12 @@ from ingest_pipeline.chunkers.markdown import (
 )
 from ingest_pipeline.contract import PageChunks, PageOutput
 from ingest_pipeline.readers.text import decode_text
+from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 DIRS = (CORPUS / "files" / "md", CORPUS / "markdown-bench" / "files")
 FILES = sorted(p for d in DIRS if d.is_dir() for p in d.rglob("*") if p.is_file() and p.suffix in (".md", ".mdx"))
 
-pytestmark = pytest.mark.skipif(not FILES, reason="the shared Markdown corpus is not present")
+pytestmark = requires_corpus
 
 
 def read(path: Path) -> str:

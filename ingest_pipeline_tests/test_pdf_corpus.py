@@ -27,10 +27,10 @@ from ingest_pipeline.merge import Claim, merge_claims
 from ingest_pipeline.readers import read_pages
 from ingest_pipeline.readers.base import ReadOptions, document_password
 from ingest_pipeline.readers.pdf import DocumentError
-from ingest_pipeline_tests.conftest import CORPUS
+from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
 
 PDF_DIR = CORPUS / "files" / "pdf"
-pytestmark = pytest.mark.skipif(not PDF_DIR.exists(), reason="shared corpus not present")
+pytestmark = requires_corpus
 
 WORD = re.compile(r"\w+")
 HYPHEN = "\ufffe"  # PDFium's mark for a hyphen it joined across a line end

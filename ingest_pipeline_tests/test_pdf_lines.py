@@ -13,6 +13,7 @@ from ingest_pipeline.chunkers.pdf import PdfLinesChunker
 from ingest_pipeline.contract import LocatedLine, PageOutput, validate_bbox
 from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline.readers.pdf import PdfTextReader
+from ingest_pipeline_tests.conftest import requires_corpus
 from ingest_pipeline_tests.pdf_writer import PdfWriter, gray_image, invoice_pdf
 
 PDF = mt.PDF
@@ -246,13 +247,12 @@ def test_render_failure_costs_only_that_page(monkeypatch):  # T-D3
     assert [c.page for c in chunk_map.chunks] == [1]
 
 
+@requires_corpus
 def test_encrypted_pdf_is_read_with_the_context_password():
     from ingest_pipeline.readers.base import document_password
     from ingest_pipeline_tests.conftest import CORPUS
 
     path = CORPUS / "files/pdf/pypdf-samples__libreoffice-writer-password.pdf"
-    if not path.exists():
-        pytest.skip("shared corpus not present")
     content = path.read_bytes()
     pages = PdfTextReader().read(content, PDF, ReadOptions(password="openpassword"))
     assert PdfLinesChunker().chunk(content, PDF, pages) == ()  # no password: not mine

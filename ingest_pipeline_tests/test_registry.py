@@ -1,7 +1,9 @@
 import pytest
 
 from ingest_pipeline.chunkers.page import PageChunker
+from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.identity import config_hash
+from ingest_pipeline.merge import Claim, merge_claims
 from ingest_pipeline.registry import ChunkerRegistry, RegistryError, parse_ref
 from ingest_pipeline_tests.chunker_doubles import (
     THIRD_PARTY_SOURCE,
@@ -61,14 +63,44 @@ def test_default_order_is_third_party_then_builtin_then_fallback():  # T-B6
         parse_ref("pdf-2")
 
 
+def _chunk_ids(registry: ChunkerRegistry, pages) -> list[tuple[str, str, str]]:
+    """(label, chunk id, chunker) of the chunk map the registry's default order gives."""
+    claims = [Claim(f"{c.id}@{c.version}", registry.info(c).config_hash, c.chunk(b"", "text/plain", pages))
+              for c in registry.default_order()]
+    return [(m.label, m.chunk_id, m.chunker) for m in merge_claims("doc-1", pages, claims).chunks]
+
+
 def test_installing_a_chunker_changes_the_advertised_list_only():  # T-B7
-    registry = ChunkerRegistry()
-    registry.register(PageChunker())
-    before = {i.ref: i.config_hash for i in registry.infos()}
-    registry.register(FixedChunker(cid="extra", version=1))
-    after = {i.ref: i.config_hash for i in registry.infos()}
-    assert set(after) - set(before) == {"extra@1"}
-    assert after["page@1"] == before["page@1"]
+    from ingest_pipeline.assets.chunks import build_chunk_assets
+
+    pages = (PageOutput(page=1, status="read", reader="t", text="alpha " * 30),
+             PageOutput(page=2, status="read", reader="t", text="beta " * 30))
+    before = ChunkerRegistry()
+    before.register(PageChunker())
+    before.register(SizedChunker(), source="entry point sized")
+    after = ChunkerRegistry()
+    after.register(PageChunker())
+    after.register(SizedChunker(), source="entry point sized")
+    # a third-party chunker: first in the default order, but it claims nothing of this document
+    after.register(FixedChunker(cid="extra", version=1), source="entry point extra")
+
+    assert [i.ref for i in after.infos()] == ["extra@1", "sized@1", "page@1"]
+    assert {i.ref for i in after.infos()} - {i.ref for i in before.infos()} == {"extra@1"}
+    # the plan: the assets the old versions had keep their keys and code versions
+    plan = {a.key: a.code_versions_by_key[a.key]
+            for a in build_chunk_assets(before)}
+    plan_after = {a.key: a.code_versions_by_key[a.key] for a in build_chunk_assets(after)}
+    assert len(plan_after) == len(plan) + 1
+    assert {k: v for k, v in plan_after.items() if k in plan} == plan
+    # the content: the document's chunk map (labels, ids, owners) is the same
+    ids = _chunk_ids(before, pages)
+    assert ids and {owner for *_, owner in ids} == {"sized@1"}
+    assert _chunk_ids(after, pages) == ids
+    # ...and an installed chunker that does claim the page takes it, so the check can see a change
+    claimer = ChunkerRegistry()
+    for c in (PageChunker(), SizedChunker(), FixedChunker({1: ["mine"]}, cid="extra", version=1)):
+        claimer.register(c)
+    assert _chunk_ids(claimer, pages)[0][2] == "extra@1"
 
 
 def test_configuration_changes_the_config_hash():
