@@ -113,7 +113,7 @@ def load(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def diff(expected: Mapping[str, list], actual: Mapping[str, list], limit: int = 40) -> str:
+def diff(expected: Mapping[str, list], actual: Mapping[str, list], limit: int = 40, total: int = 200) -> str:
     """A readable account of what changed: documents claimed or no longer claimed, then a
     unified diff of the piece lines of each changed document (at most ``limit`` lines each,
     ``total`` in all)."""

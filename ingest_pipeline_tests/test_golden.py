@@ -76,3 +76,17 @@ def test_output_equals_golden(info, chunker, corpus_documents, regenerate_golden
         f"{key} output differs from its golden file {path.name} without a new version or config hash:\n"
         f"{changes}\n(give the changed behaviour a new version; regenerate only with the bump)"
     )
+
+
+def test_a_difference_reads_as_documents_and_piece_lines():
+    row = ["page:1/chunk:0", "id0", "aaaa", [0.1, 0.1, 0.2, 0.2], None, None, "line", [], "r"]
+    moved = [*row[:3], [0.1, 0.1, 0.3, 0.2], *row[4:]]
+    expected = {"a.pdf": [row], "gone.pdf": [row]}
+    actual = {"a.pdf": [moved], "new.pdf": [row, row]}
+    text = golden.diff(expected, actual)
+    assert "- gone.pdf: no longer claimed" in text and "+ new.pdf: newly claimed (2 pieces)" in text
+    assert "~ a.pdf: 1 -> 1 pieces" in text
+    assert "-" + golden.canonical_json(row) in text and "+" + golden.canonical_json(moved) in text
+    assert golden.diff(expected, dict(expected)) == ""
+    many = golden.diff({"a.pdf": [row] * 500}, {"a.pdf": [moved] * 500}, limit=40, total=10)
+    assert many.count("\n") == 10 and many.endswith("more lines")
