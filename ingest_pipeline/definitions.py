@@ -1,7 +1,7 @@
-"""Assembles the code location: assets, checks, jobs, the sensor and the resource."""
+"""Assembles the code location: assets, checks, jobs, the sensor and the resources."""
 
 
-from dagster import AssetSelection, Definitions, define_asset_job
+from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor, multiprocess_executor
 
 from ingest_pipeline.assets.catalog import catalog
 from ingest_pipeline.assets.chunks import build_chunk_assets
@@ -12,12 +12,19 @@ from ingest_pipeline.embedding import MiniLMEmbedder
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.readers import reader_ids
 from ingest_pipeline.registry import ChunkerRegistry
-from ingest_pipeline.resources import IngestResource
+from ingest_pipeline.resources import resources_for
 from ingest_pipeline.sensors import build_source_sensor
 from ingest_pipeline.settings import Settings, load_settings
 
 INGEST_JOB = "ingest_documents"
 CATALOG_JOB = "refresh_catalog"
+
+
+def executor_for(settings: Settings):
+    """One process per run by default: Dagster's per-step process start costs seconds, and the
+    parse worker already isolates hostile files. ``multiprocess`` runs each step in its own
+    process, for machines with cores to spare."""
+    return multiprocess_executor if settings.executor == "multiprocess" else in_process_executor
 
 
 def build_definitions(settings: Settings) -> Definitions:
@@ -39,13 +46,15 @@ def build_definitions(settings: Settings) -> Definitions:
         partitions_def=documents_partitions,
         description="The per-document assets the profiles need, for a batch of documents (one run, many partitions).",
     )
-    catalog_job = define_asset_job(CATALOG_JOB, selection=AssetSelection.assets(catalog))
+    catalog_job = define_asset_job(CATALOG_JOB, selection=AssetSelection.assets(catalog),
+                                   description="Rebuild the DuckDB views over the lake.")
     evals = [build_eval_asset(profile) for profile in settings.profiles]
     return Definitions(
         assets=[*per_document, catalog, *evals],
         jobs=[ingest_job, catalog_job],
-        sensors=[build_source_sensor(ingest_job, catalog_job)],
-        resources={"ingest": IngestResource(data=settings.data)},
+        sensors=[build_source_sensor(ingest_job, catalog_job, settings.sensor_interval)],
+        resources=resources_for(settings),
+        executor=executor_for(settings),
     )
 
 

@@ -6,9 +6,17 @@ import os
 
 DAGSTER_YAML = """\
 # The Dagster instance of this storage root: runs, partitions, sensor cursors.
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    # Look at the run queue every second (the default is 5 s): a dropped file is searchable sooner.
+    dequeue_interval_seconds: 1
 run_monitoring:
   enabled: true
-  free_slots_after_run_end_seconds: 60
+  # A run whose process died is marked failed, and its pool slots freed, by the daemon.
+  poll_interval_seconds: 30
+  free_slots_after_run_end_seconds: 30
 concurrency:
   runs:
     max_concurrent_runs: 2

@@ -3,13 +3,16 @@
 Readers and chunkers open untrusted bytes with native libraries (PDFium, lxml, ONNX OCR).
 A hostile file may make one hang, exhaust memory or crash; in the worker that costs one
 document a clear error instead of the whole run. One worker is kept per process and
-reused; it is replaced after a timeout or a crash.
+reused; it is replaced after a timeout or a crash. Its owner closes it when its work is done
+(the Dagster resource ``ParseWorkerResource`` at the end of each step, the CLI at exit), and
+the kernel ends it if its parent dies first, so no worker outlives the process it serves.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
@@ -18,11 +21,30 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+STARTUP_TIMEOUT = 120.0
+
+
+def _ready() -> bool:
+    return True
+
+
 class ParseLimitExceeded(Exception):
     """The worker ran out of time or memory, or died, on this document."""
 
 
-def _limit_memory(limit_bytes: int | None) -> None:
+def _start_worker(limit_bytes: int | None, parent_pid: int) -> None:
+    """In the worker: die with the parent, and cap the address space."""
+    import os
+    import signal
+    import sys
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent_pid:  # the parent died before the signal was armed
+            os._exit(1)
     if limit_bytes:
         import resource
 
@@ -40,18 +62,25 @@ class ParseWorker:
 
     def _executor(self) -> concurrent.futures.ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = concurrent.futures.ProcessPoolExecutor(
+            pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_limit_memory, initargs=(self.memory_bytes,))
+                initializer=_start_worker, initargs=(self.memory_bytes, os.getpid()))
+            # Start the worker before any document's clock runs: its start-up (a fresh
+            # interpreter) is not parsing time, and can take seconds on a busy machine.
+            pool.submit(_ready).result(timeout=STARTUP_TIMEOUT)
+            self._pool = pool
         return self._pool
 
     def _discard(self) -> None:
         pool, self._pool = self._pool, None
         if pool is None:
             return
-        for process in list(getattr(pool, "_processes", {}).values()):
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        for process in processes:
             process.kill()
         pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.join(timeout=5)
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         if self.timeout <= 0:
@@ -72,5 +101,15 @@ class ParseWorker:
                 raise ParseLimitExceeded(
                     f"parsing needed more memory than the limit of {(self.memory_bytes or 0) // 2**20} MiB") from None
 
+    @property
+    def started(self) -> bool:
+        return self._pool is not None
+
+    def pids(self) -> list[int]:
+        """Process ids of the live worker (for tests and diagnostics)."""
+        pool = self._pool
+        return [p.pid for p in (getattr(pool, "_processes", None) or {}).values()] if pool else []
+
     def close(self) -> None:
+        """Stop the worker now (a call in flight fails); a later call starts a new one."""
         self._discard()

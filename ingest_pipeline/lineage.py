@@ -49,7 +49,7 @@ def explain_chunk(pipeline: Pipeline, chunk_id: str, profile: str | None = None,
             "page": row["page"], "index": row["index"], "bbox": row["bbox"], "bbox_reason": row["bbox_reason"],
             "run_id": row["run_id"],
             "materializations": [m for m in (
-                _materialization(instance, ["chunk_map", row["profile"]], row["document_id"], row["run_id"]),
+                _materialization(instance, [f"chunk_map_{row['profile']}"], row["document_id"], row["run_id"]),
                 _materialization(instance, claim_asset, row["document_id"], row["run_id"]),
             ) if m],
         })

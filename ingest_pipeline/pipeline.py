@@ -1,4 +1,5 @@
-"""The parts a run works with, built once per process from the settings."""
+"""The parts a run works with, built once per process from the settings. The parse worker is
+not one of them: it lives as long as the step that uses it (``resources.ParseWorkerResource``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import functools
 from dataclasses import dataclass
 
 from ingest_pipeline.embedding import Embedder, default_embedder
-from ingest_pipeline.isolation import ParseWorker
 from ingest_pipeline.lake import Lake
 from ingest_pipeline.readers import reader_ids
 from ingest_pipeline.registry import ChunkerRegistry
@@ -21,7 +21,6 @@ class Pipeline:
     registry: ChunkerRegistry
     embedder: Embedder
     index: VectorIndex
-    parser: ParseWorker
 
 
 def build_pipeline(settings: Settings, embedder: Embedder | None = None) -> Pipeline:
@@ -35,7 +34,6 @@ def build_pipeline(settings: Settings, embedder: Embedder | None = None) -> Pipe
         registry=registry,
         embedder=embedder,
         index=VectorIndex(settings.lancedb_uri, embedder.dim),
-        parser=ParseWorker(settings.parse_timeout, settings.parse_memory_bytes),
     )
 
 

@@ -88,7 +88,7 @@ def ingest(
 
     defs = build_definitions(settings)
     job = defs.resolve_job_def(INGEST_JOB)
-    resources = {"ingest": _resource_for(pipeline)}
+    resources = _resource_for(pipeline)
     done = 0
     if progress:
         progress(0, len(wanted))
@@ -98,13 +98,15 @@ def ingest(
             run_config=QUIET,
         )
         report.run_ids.append(result.run_id)
+        served = f"embeddings_{settings.default_profile}"
         for event in result.get_asset_materialization_events():
             mat = event.event_specific_data.materialization
-            name = mat.asset_key.path[0]
-            meta = {k: v.value for k, v in mat.metadata.items()}
-            if name == "embeddings" and event.partition == batch[0]:
-                report.texts_embedded += int(meta.get("texts_embedded", 0))
-                report.texts_from_cache += int(meta.get("texts_from_cache", 0))
+            if mat.asset_key.to_user_string() != served:
+                continue
+            meta = {k: v.value for k, v in mat.metadata.items()}  # this partition's own counts
+            if not str(meta.get("status", "")).startswith("unchanged"):
+                report.texts_embedded += int(meta.get("embedded", 0) or 0)
+                report.texts_from_cache += int(meta.get("cached", 0) or 0)
         if not result.success:
             for doc in batch:
                 report.failed.setdefault(doc, []).append(
@@ -120,9 +122,9 @@ def ingest(
 
 
 def _resource_for(pipeline: Pipeline):
-    from ingest_pipeline.resources import IngestResource
+    from ingest_pipeline.resources import resources_for
 
-    return IngestResource(data=pipeline.settings.data)
+    return resources_for(pipeline.settings)
 
 
 def _summarize(pipeline: Pipeline, report: IngestReport, entries) -> None:

@@ -1,14 +1,27 @@
-"""The sensor that turns the source folder into partitions and batched runs."""
+"""The sensor that turns the source folder into partitions and batched runs.
 
+A file counts as *seen* only once a run for it has ended: until then its batch is *pending*
+in the cursor. A batch whose run failed or was cancelled is requested again on a later tick,
+up to ``run_retries`` times; after that each of its documents gets an ``errors`` row saying
+why, and is left alone until its bytes change. The catalog is refreshed after the runs it
+reflects have ended, never beside them.
+"""
+
+from __future__ import annotations
 
 import json
 import os
+import time
+import uuid
+from dataclasses import dataclass, field
 
 from dagster import (
     AddDynamicPartitionsRequest,
+    DagsterRunStatus,
     DefaultSensorStatus,
     DeleteDynamicPartitionsRequest,
     RunRequest,
+    RunsFilter,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
@@ -20,23 +33,56 @@ from ingest_pipeline.documents import entry_for, save_inventory, walk_files
 from ingest_pipeline.partitions import DOCUMENTS, contiguous_batches
 from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.resources import IngestResource
-from ingest_pipeline.stages import remove_document
+from ingest_pipeline.stages import StageError, record_error, remove_document
 
 MAX_FILES_PER_TICK = 200
-BATCH_SIZE = 25
+BATCH_TAG = "ingest_pipeline/batch"
+SOURCE_TAG = "ingest_pipeline/source"
+# A requested batch whose run never appears (the request was lost) is requested again after this.
+LOST_AFTER_SECONDS = 600
+_ENDED_BADLY = {DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 
 
 def range_tags(start: str, end: str) -> dict[str, str]:
     return {ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end}
 
 
-def evaluate_source_folder(context: SensorEvaluationContext, p: Pipeline, job_name: str, catalog_job: str):
-    """One tick: new and changed files (by size and mtime) become runs, vanished ones leave."""
-    root = p.settings.source_root
-    cursor = json.loads(context.cursor) if context.cursor else {}
-    seen: dict[str, list] = cursor.get("seen", {})
+@dataclass
+class SensorCursor:
+    """``seen``: path -> [size, mtime_ns] of files whose run ended; ``pending``: batch id ->
+    the files (path -> signature) it covers, how often it was tried, and when it was asked."""
+
+    seen: dict[str, list] = field(default_factory=dict)
+    pending: dict[str, dict] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, raw: str | None) -> "SensorCursor":
+        data = json.loads(raw) if raw else {}
+        return cls(seen=data.get("seen", {}), pending=data.get("pending", {}))
+
+    def dump(self) -> str:
+        return json.dumps({"seen": self.seen, "pending": self.pending}, sort_keys=True)
+
+    def pending_paths(self) -> set[str]:
+        return {rel for batch in self.pending.values() for rel in batch["files"]}
+
+
+def _latest_run(instance, batch_id: str):
+    runs = instance.get_runs(filters=RunsFilter(tags={BATCH_TAG: batch_id}), limit=1)
+    return runs[0] if runs else None
+
+
+def evaluate_source_folder(context: SensorEvaluationContext, p: Pipeline, job_name: str, catalog_job: str,
+                           batch_size: int | None = None, retries: int | None = None):
+    """One tick: settle the batches whose runs ended, request new and changed files, forget
+    vanished ones."""
+    settings = p.settings
+    batch_size = batch_size or settings.run_batch
+    retries = settings.run_retries if retries is None else retries
+    root = settings.source_root
+    cursor = SensorCursor.load(context.cursor)
     files = walk_files(root) if os.path.isdir(root) else []
-    current = {}
+    current: dict[str, tuple[str, list]] = {}
     for path in files:
         try:
             stat = os.stat(path)
@@ -44,51 +90,93 @@ def evaluate_source_folder(context: SensorEvaluationContext, p: Pipeline, job_na
             continue
         current[os.path.relpath(path, root)] = (path, [stat.st_size, stat.st_mtime_ns])
     known = set(context.instance.get_dynamic_partitions(DOCUMENTS))  # read once per tick
-    changed = [rel for rel, (_, sig) in sorted(current.items()) if seen.get(rel) != sig]
+    now = time.time()
+
+    # 1. Batches whose runs ended: success marks their files seen, failure asks again.
+    settled, retry_files, notes = 0, {}, []
+    for batch_id, batch in list(cursor.pending.items()):
+        run = _latest_run(context.instance, batch_id)
+        if run is None:
+            if now - batch["at"] < LOST_AFTER_SECONDS:
+                continue
+            status, run_id = None, None
+        elif not run.is_finished:
+            continue
+        else:
+            status, run_id = run.status, run.run_id
+        del cursor.pending[batch_id]
+        settled += 1
+        if status == DagsterRunStatus.SUCCESS:
+            cursor.seen.update(batch["files"])
+            continue
+        tries = batch["tries"] + 1
+        why = f"run {run_id} ended {status.value}" if status else "its run was never launched"
+        if tries <= retries:
+            notes.append(f"batch {batch_id}: {why}; asking again ({tries}/{retries})")
+            for rel, sig in batch["files"].items():
+                retry_files[rel] = (sig, tries)
+            continue
+        notes.append(f"batch {batch_id}: {why}, {tries} times; giving up until the files change")
+        for rel, sig in batch["files"].items():
+            entry = entry_for(settings, os.path.join(root, rel))
+            record_error(p.lake, "run", entry.document_id,
+                         StageError(f"{why}; tried {tries} times, not retried until the file changes"),
+                         run_id or "")
+            cursor.seen[rel] = sig
+
+    # 2. New and changed files, and those to retry, unless a run for them is still pending.
+    in_flight = cursor.pending_paths()
+    changed = [rel for rel, (_, sig) in sorted(current.items())
+               if rel not in in_flight and (cursor.seen.get(rel) != sig or rel in retry_files)]
     deferred = len(changed) > MAX_FILES_PER_TICK
     changed = changed[:MAX_FILES_PER_TICK]
-    entries = [entry_for(p.settings, current[rel][0]) for rel in changed]
+    entries = [entry_for(settings, current[rel][0]) for rel in changed]
     save_inventory(p.lake, entries)
     new_keys = [e.document_id for e in entries if e.document_id not in known]
 
-    gone = [rel for rel in seen if rel not in current]
+    # 3. Vanished files leave LanceDB, the lake and the partitions.
+    gone = [rel for rel in cursor.seen if rel not in current]
     removed = []
     for rel in gone:
-        entry = entry_for(p.settings, os.path.join(root, rel))
+        entry = entry_for(settings, os.path.join(root, rel))
         remove_document(p.lake, p.index, entry.document_id)
         if entry.document_id in known:
             removed.append(entry.document_id)
-        seen.pop(rel, None)
-    for rel in changed:
-        seen[rel] = current[rel][1]
+        cursor.seen.pop(rel, None)
 
-    ordered = [k for k in context.instance.get_dynamic_partitions(DOCUMENTS) if k not in removed] + [
-        k for k in new_keys]
-    wanted = {e.document_id for e in entries}
-    requests = [
-        RunRequest(job_name=job_name, tags=range_tags(batch[0], batch[-1]))
-        for batch in contiguous_batches(ordered, wanted, BATCH_SIZE)
-    ]
-    if requests or removed:
-        requests.append(RunRequest(job_name=catalog_job))
+    ordered = [k for k in context.instance.get_dynamic_partitions(DOCUMENTS) if k not in removed] + new_keys
+    rel_of = {e.document_id: rel for e, rel in zip(entries, changed)}
+    requests = []
+    for batch in contiguous_batches(ordered, set(rel_of), batch_size):
+        batch_id = uuid.uuid4().hex[:12]
+        files = {rel_of[k]: current[rel_of[k]][1] for k in batch}
+        tries = max((retry_files.get(rel, (None, 0))[1] for rel in files), default=0)
+        cursor.pending[batch_id] = {"files": files, "tries": tries, "at": now}
+        requests.append(RunRequest(job_name=job_name, tags={
+            **range_tags(batch[0], batch[-1]), BATCH_TAG: batch_id, SOURCE_TAG: "sensor"}))
+    if settled or removed:  # after the runs it reflects, never beside them
+        requests.append(RunRequest(job_name=catalog_job, tags={SOURCE_TAG: "sensor"}))
     partition_requests = []
     if new_keys:
         partition_requests.append(AddDynamicPartitionsRequest(DOCUMENTS, new_keys))
     if removed:
         partition_requests.append(DeleteDynamicPartitionsRequest(DOCUMENTS, removed))
-    new_cursor = json.dumps({"seen": seen}, sort_keys=True)
+    for note in notes:
+        context.log.warning(note)
     if not requests and not partition_requests:
-        return SensorResult(skip_reason=SkipReason(f"no changes under {root}"), cursor=new_cursor)
-    context.log.info(f"{len(entries)} new or changed, {len(removed)} removed, {len(requests)} runs"
-                     + (" (more next tick)" if deferred else ""))
-    return SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests, cursor=new_cursor)
+        waiting = f"; waiting for {len(cursor.pending)} run(s)" if cursor.pending else ""
+        return SensorResult(skip_reason=SkipReason(f"no changes under {root}{waiting}"), cursor=cursor.dump())
+    context.log.info(f"{len(entries)} new or changed, {len(removed)} removed, {settled} batch(es) settled, "
+                     f"{len(requests)} runs" + (" (more next tick)" if deferred else ""))
+    return SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests, cursor=cursor.dump())
 
 
-def build_source_sensor(job, catalog_job, interval_seconds: int = 30):
+def build_source_sensor(job, catalog_job, interval_seconds: int = 15):
     @sensor(name="source_files_sensor", jobs=[job, catalog_job], minimum_interval_seconds=interval_seconds,
             default_status=DefaultSensorStatus.RUNNING,
             description="Watches the source folder: adds partitions for new files, runs new and changed "
-                        "ones in batches, and removes the rows of deleted ones.")
+                        "ones in batches (a file counts as seen once its run ended; failed runs are asked "
+                        "again), refreshes the catalog after them, and removes the rows of deleted files.")
     def source_files_sensor(context: SensorEvaluationContext, ingest: IngestResource):
         return evaluate_source_folder(context, ingest.pipeline(), job.name, catalog_job.name)
 

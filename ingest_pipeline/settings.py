@@ -51,6 +51,13 @@ class Settings:
     # and the worker's address-space limit.
     parse_timeout: float = 300.0
     parse_memory_bytes: int = 6 * 1024**3
+    # Dagster: seconds between sensor ticks; the executor of the ingest job
+    # ("in_process": one process per run; "multiprocess": one per step).
+    sensor_interval: int = 15
+    executor: str = "in_process"
+    # A batch of documents a run covers; runs that fail are re-requested this many times.
+    run_batch: int = 25
+    run_retries: int = 2
 
     @property
     def source_root(self) -> str:
@@ -130,6 +137,10 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         raw = tomllib.loads(Path(pw_file).read_text(encoding="utf-8"))
         passwords = {str(k): str(v) for k, v in (raw.get("passwords", raw)).items()}
     limits = config.get("limits") or {}
+    dagster_cfg = config.get("dagster") or {}
+    executor = str(os.environ.get("INGEST_EXECUTOR") or dagster_cfg.get("executor", "in_process"))
+    if executor not in ("in_process", "multiprocess"):
+        raise ValueError(f"executor {executor!r} must be 'in_process' or 'multiprocess'")
     return Settings(
         data=root,
         profiles=tuple(profiles),
@@ -140,4 +151,8 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         parse_timeout=float(os.environ.get("INGEST_PARSE_TIMEOUT") or limits.get("parse_timeout", 300.0)),
         parse_memory_bytes=int(limits.get("parse_memory_mib", 6 * 1024)) * 1024**2,
         embed_batch=int(config.get("embed_batch", 64)),
+        sensor_interval=int(os.environ.get("INGEST_SENSOR_INTERVAL") or dagster_cfg.get("sensor_interval", 15)),
+        executor=executor,
+        run_batch=int(dagster_cfg.get("run_batch", 25)),
+        run_retries=int(dagster_cfg.get("run_retries", 2)),
     )

@@ -103,7 +103,7 @@ def guarded(lake: Lake, stage: str, document: str, run_id: str, fn, *args, **kwa
         return Outcome(document, "skipped", {"reason": str(exc)})
     except Exception as exc:  # one document's failure must not fail the batch
         row = record_error(lake, stage, document, exc, run_id)
-        return Outcome(document, "failed", {"reason": row["reason"], "error": row["error"]})
+        return Outcome(document, "failed", {"reason": row["reason"], "error": row["error"], "stage": stage})
     if outcome.status != "failed":  # a stage may record its own failure and still return
         clear_error(lake, stage, document)
     return outcome

@@ -9,7 +9,7 @@ from ingest_pipeline.documents import collect, save_inventory
 from ingest_pipeline.instance import instance_for
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.pipeline import pipeline_for
-from ingest_pipeline.resources import IngestResource
+from ingest_pipeline.resources import resources_for
 from ingest_pipeline.runner import QUIET
 from ingest_pipeline.sensors import range_tags
 
@@ -37,18 +37,30 @@ def run_batch(pipeline, instance, keys: list[str], ops_config: dict | None = Non
     defs = build_definitions(pipeline.settings)
     return defs.resolve_job_def(INGEST_JOB).execute_in_process(
         instance=instance, tags=range_tags(ordered[positions[0]], ordered[positions[-1]]),
-        resources={"ingest": IngestResource(data=pipeline.settings.data)},
+        resources=resources_for(pipeline.settings),
         run_config={**QUIET, **({"ops": ops_config} if ops_config else {})},
         raise_on_error=False)
 
 
-def materializations(result) -> dict[str, dict]:
-    """Asset key -> metadata values of the run's (first partition's) materialization."""
-    out = {}
+def materializations(result) -> dict[str, dict[str, dict]]:
+    """Asset key -> partition -> that partition's own materialization metadata values."""
+    out: dict[str, dict[str, dict]] = {}
     for event in result.get_asset_materialization_events():
         mat = event.event_specific_data.materialization
-        out.setdefault(mat.asset_key.to_user_string(), {k: v.value for k, v in mat.metadata.items()})
+        out.setdefault(mat.asset_key.to_user_string(), {})[mat.partition] = {
+            k: v.value for k, v in mat.metadata.items()}
     return out
+
+
+def total(result, asset: str, field: str) -> int:
+    """A count summed over the partitions a run materialized."""
+    return sum(int(m.get(field, 0) or 0) for m in materializations(result).get(asset, {}).values())
+
+
+def statuses(result, asset: str) -> dict[str, str]:
+    """Partition -> the first word of its status line (new, unchanged, FAILED ...)."""
+    return {k: str(m["status"]).split(":")[0].split()[0]
+            for k, m in materializations(result).get(asset, {}).items()}
 
 
 def temporary_instance(data_dir: Path):

@@ -13,7 +13,10 @@ from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import load_settings
 from ingest_pipeline_tests.chunker_doubles import install_distribution
 from ingest_pipeline_tests.conftest import write
-from ingest_pipeline_tests.dagster_helpers import (
+from ingest_pipeline.assets.profiles import PAGE_PICTURE
+from ingest_pipeline_tests.dagster_helpers import (  # noqa: I001
+    statuses,
+    total,
     fresh_pipeline,
     materializations,
     register,
@@ -49,7 +52,9 @@ def test_graph_has_every_node_and_one_chunk_asset_per_installed_version(data_dir
     settings = load_settings(data_dir)
     defs = build_definitions(settings)
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
-    assert {"sources", "pages", "chunk_map/default", "embeddings/default", "lancedb/default", "catalog"} <= keys
+    assert {"sources", "pages", "chunk_map_default", "embeddings_default", "lancedb_default", "catalog"} <= keys
+    last_parts = [k.split("/")[-1] for k in keys]
+    assert len(last_parts) == len(set(last_parts))  # the UI shows the last part: no two alike
     registry = ChunkerRegistry.discover()
     for info in registry.infos():
         assert f"chunks/{info.asset_name}" in keys
@@ -68,8 +73,11 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
     result = run_batch(pipeline, instance, keys)
     assert result.success  # T-E3: one run for six partitions, failures recorded per document
     meta = materializations(result)
-    assert meta["sources"]["documents"] == 6
-    assert meta["pages"]["documents_failed"] == 2
+    assert len(meta["sources"]) == 6  # one materialization per partition, each with its own metadata
+    page_status = statuses(result, "pages")
+    assert sorted(k.split("-")[0] for k, v in page_status.items() if v == "FAILED") == ["broken", "empty"]
+    broken = next(m for k, m in meta["pages"].items() if k.startswith("broken"))
+    assert broken["status"].startswith("FAILED in pages: ") and broken["document"].startswith("broken")
     lake = pipeline.lake
     errors = query(lake, "select path, stage, reason from errors order by path").to_pylist()
     assert [(e["path"], e["stage"]) for e in errors] == [("broken.pdf", "pages"), ("empty.pdf", "pages")]
@@ -86,7 +94,9 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
         rows = [r for r in query(lake, f"select chunk_id from chunks where profile = '{profile}'").to_pylist()]
         embedded = query(lake, f"select count(*) as n from embeddings where profile = '{profile}'").to_pylist()[0]["n"]
         assert embedded == len(rows) == pipeline.index.count(profile) > 0
-        assert meta[f"lancedb/{profile}"]["table_rows"] == len(rows)
+        assert {m["table_rows"] for m in meta[f"lancedb_{profile}"].values()} == {len(rows)}
+        per_partition = {k: m["document_rows"] for k, m in meta[f"lancedb_{profile}"].items()}
+        assert sum(per_partition.values()) == len(rows) and len(set(per_partition.values())) > 1
     checks = {e.check_name: e.passed
               for e in result.get_asset_check_evaluations()}
     assert checks["valid_boxes"] and checks["unique_chunk_ids"] and checks["rows_match_parquet"]
@@ -96,10 +106,18 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
                        if e.asset_key.to_user_string() == "chunks/markdown_v1"}
     assert markdown_checks and all(markdown_checks.values())  # the chunker's own checks, as asset checks
     assert "source_lines_covered" in markdown_checks
-    assert "chunker_metrics" in meta["chunks/markdown_v1"]
-    picture = meta["chunk_map/default"]["page_with_boxes"]  # pdf@1 line boxes drawn on the page
-    assert picture.startswith("greenhouse_report.pdf, page 1") and "](data:image/png;base64," in picture
-    assert "page_with_boxes" not in meta["chunk_map/retrieval"]  # page chunks have no geometry
+    handbook = next(m for k, m in meta["chunks/markdown_v1"].items() if k.startswith("greenhouse-handbook"))
+    assert "chunker_metrics" in handbook and handbook["claimed_pages"] == 1
+    csv_md = next(m for k, m in meta["chunks/markdown_v1"].items() if k.startswith("supplier-prices"))
+    assert csv_md["claimed_pages"] == 0 and csv_md["applies"].startswith("not applicable")
+    assert "chunker_metrics" not in csv_md  # each partition shows its own document, not the batch's
+    pictures = {k: m.get(PAGE_PICTURE) for k, m in meta["chunk_map_default"].items()}
+    report = next(k for k in pictures if k.startswith("greenhouse-report"))
+    assert pictures[report].startswith("greenhouse_report.pdf, page 1") and "](data:image/png;base64," in pictures[report]
+    assert all(v is None for k, v in pictures.items() if k != report)  # only the PDF has geometry
+    assert all(PAGE_PICTURE not in m for m in meta["chunk_map_retrieval"].values())  # page chunks: no geometry
+    chunk_counts = {k: m["chunks"] for k, m in meta["chunk_map_default"].items()}
+    assert chunk_counts[report] == per_doc["greenhouse_report.pdf"]
 
 
 def test_a_second_run_gives_identical_ids_and_embeds_nothing(data_dir, sample_sources):  # T-E1
@@ -108,11 +126,10 @@ def test_a_second_run_gives_identical_ids_and_embeds_nothing(data_dir, sample_so
     keys = register(pipeline, instance)
     first = run_batch(pipeline, instance, keys)
     ids_before = query(pipeline.lake, "select chunk_id from chunks order by chunk_id").to_pylist()
-    assert materializations(first)["embeddings/default"]["texts_embedded"] > 0
+    assert total(first, "embeddings_default", "embedded") > 0
     second = run_batch(pipeline, instance, keys)
-    meta = materializations(second)
-    assert meta["embeddings/default"]["texts_embedded"] == 0
-    assert meta["sources"]["documents_unchanged"] == len(keys)
+    assert total(second, "embeddings_default", "embedded") == 0
+    assert set(statuses(second, "sources").values()) == {"unchanged"} and len(statuses(second, "sources")) == len(keys)
     assert query(pipeline.lake, "select chunk_id from chunks order by chunk_id").to_pylist() == ids_before
 
 
@@ -138,8 +155,7 @@ def test_a_third_party_chunker_gets_an_asset_and_a_config_change_new_ids_for_its
     assert len(notes_after) > len(notes_before) and not set(notes_after) & set(notes_before)
     others = lambda rows: [r for r in rows if r["path"] != "maintenance_notes.txt"]  # noqa: E731
     assert others(after) == others(before)
-    meta = materializations(result)
-    assert meta["pages"]["documents_unchanged"] == len(docs)  # unrelated steps stay cached
+    assert set(statuses(result, "pages").values()) == {"unchanged"}  # unrelated steps stay cached
 
 
 def test_the_code_location_loads_for_dagster(data_dir):
@@ -176,8 +192,7 @@ def test_image_chunks_are_indexed_without_a_vector_and_reported(data_dir, sample
     pipeline = fresh_pipeline(data_dir)
     instance = temporary_instance(data_dir)
     result = run_batch(pipeline, instance, register(pipeline, instance))
-    meta = materializations(result)
-    assert meta["embeddings/default"]["image_chunks_without_vector"] == 2  # the report has two pages
+    assert total(result, "embeddings_default", "images_without_vector") == 2  # the report has two pages
     table = pipeline.index.open("default").to_arrow().to_pylist()
     images = [r for r in table if r["modality"] == "image"]
     assert len(images) == 2 and all(r["vector"] is None and r["path"] == "greenhouse_report.pdf" for r in images)
@@ -195,13 +210,13 @@ def test_retrieval_eval_records_quality_with_lineage_to_the_chunk_map(data_dir, 
     instance = temporary_instance(data_dir)
     ingest_run = run_batch(pipeline, instance, register(pipeline, instance))
     defs = build_definitions(pipeline.settings)
-    eval_asset = defs.resolve_assets_def(AssetKey(["retrieval_eval", "default"]))
-    upstream = {k.to_user_string() for k in eval_asset.asset_deps[AssetKey(["retrieval_eval", "default"])]}
-    assert upstream == {"chunk_map/default", "lancedb/default"}
+    eval_asset = defs.resolve_assets_def(AssetKey("retrieval_eval_default"))
+    upstream = {k.to_user_string() for k in eval_asset.asset_deps[AssetKey("retrieval_eval_default")]}
+    assert upstream == {"chunk_map_default", "lancedb_default"}
     from dagster import materialize
 
     result = materialize([eval_asset], instance=instance)  # resources come bound from the definitions
-    meta = materializations(result)["retrieval_eval/default"]
+    meta = materializations(result)["retrieval_eval_default"][None]
     assert meta["questions"] == 13 and 0.0 <= meta["mrr@10"] <= 1.0 and meta["recall@10"] >= meta["recall@1"]
     assert meta["chunks"] > 0 and meta["mean_tokens_per_chunk"] > 0
     assert meta["measured_chunk_map_run"] == ingest_run.run_id
@@ -222,4 +237,4 @@ def test_a_chunker_config_edited_for_one_run_cuts_new_chunks_with_a_new_config_h
     assert {r["config_hash"] for r in after} != {r["config_hash"] for r in before}
     assert not {r["chunk_id"] for r in after} & {r["chunk_id"] for r in before}
     meta = materializations(result)
-    assert meta["chunks/markdown_v1"]["config_hash"] == after[0]["config_hash"]
+    assert {m["config_hash"] for m in meta["chunks/markdown_v1"].values()} == {after[0]["config_hash"]}

@@ -30,7 +30,7 @@ def test_a_search_hit_leads_back_to_its_exact_bytes_and_chunker(samples_data):
     assert chain["reader"] == "pdfium_text@1" and chain["page"] == hit["page"] == 2
     assets = {m["asset"] for m in chain["materializations"]}
     assert chain["profile"] == "retrieval"  # the served profile
-    assert "chunk_map/retrieval" in assets and f"chunks/{hit['chunker'].replace('@', '_v')}" in assets
+    assert "chunk_map_retrieval" in assets and f"chunks/{hit['chunker'].replace('@', '_v')}" in assets
     assert all(m["run_id"] == chain["run_id"] for m in chain["materializations"])
 
     shown = as_json(cli(samples_data, "inspect", "--chunk", hit["chunk_id"], "--json"))

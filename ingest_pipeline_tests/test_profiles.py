@@ -3,7 +3,7 @@
 from ingest_pipeline.catalog import query
 from ingest_pipeline.settings import load_settings
 from ingest_pipeline_tests.conftest import write
-from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, materializations, register, run_batch, temporary_instance
+from ingest_pipeline_tests.dagster_helpers import total, fresh_pipeline, materializations, register, run_batch, temporary_instance
 from ingest_pipeline_tests.pdf_writer import PdfWriter, gray_image
 
 
@@ -34,6 +34,6 @@ def test_named_pdf2_cuts_the_readable_page_and_pdf1_still_renders_the_scan(data_
     default = [r for r in rows if r["profile"] == "default"]
     assert {(r["page"], r["chunker"]) for r in default} == {(1, "pdf@1"), (2, "pdf@1")}
     assert sum(1 for r in default if r["page"] == 1) == 3  # one chunk per line
-    assert materializations(result)["embeddings/layout"]["image_chunks_without_vector"] == 1
+    assert total(result, "embeddings_layout", "images_without_vector") == 1
     keys = {k for k in materializations(result)}
-    assert {"chunks/pdf_v2", "chunk_map/layout", "lancedb/layout"} <= keys
+    assert {"chunks/pdf_v2", "chunk_map_layout", "lancedb_layout"} <= keys

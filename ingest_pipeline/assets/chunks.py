@@ -16,11 +16,11 @@ from dagster import (
 )
 
 from ingest_pipeline import stages
-from ingest_pipeline.assets.common import BATCH_POLICY, for_each_document, summary_metadata
+from ingest_pipeline.assets.common import BATCH_POLICY, findings_table, for_each_document, report_partitions
 from ingest_pipeline.assets.sources import pages
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry, chunker_config
-from ingest_pipeline.resources import IngestResource
+from ingest_pipeline.resources import IngestResource, ParseWorkerResource
 
 _SCALARS = {"integer": int, "number": float, "boolean": bool, "string": str}
 
@@ -53,6 +53,7 @@ def config_schema_for(chunker: Any) -> dict[str, Field]:
 def build_chunk_asset(registry: ChunkerRegistry, chunker: Any):
     info = registry.info(chunker)
     check_names = tuple(getattr(chunker, "check_names", ()) or ())
+    check_descriptions = dict(getattr(chunker, "check_descriptions", {}) or {})
     key = chunk_asset_key(info)
     kind = "default" if info.default else "opt-in"
     description = f"{info.ref} ({kind}): {info.summary or 'chunks'}. Claims per page, in reading order."
@@ -67,12 +68,16 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any):
         code_version=f"{info.version}:{info.config_hash}",
         description=description,
         config_schema=config_schema_for(chunker),
-        check_specs=[AssetCheckSpec(name, asset=key) for name in check_names],
+        check_specs=[AssetCheckSpec(name, asset=key, description=check_descriptions.get(name) or
+                                    f"{info.ref}'s own check '{name}' over the claims it cut")
+                     for name in check_names],
         metadata={"chunker": info.ref, "default": info.default, "media_types": list(info.media_types or ["*"])},
         tags={"chunker": info.asset_name},
     )
-    def _chunks(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
+    def _chunks(context: AssetExecutionContext, ingest: IngestResource,
+                parse: ParseWorkerResource) -> MaterializeResult:
         p = ingest.pipeline()
+        worker = parse.worker()
         active, active_info = chunker, info
         overrides = dict(context.op_config or {})
         if overrides and overrides != {k: v for k, v in chunker_config(chunker).items() if k in overrides}:
@@ -81,32 +86,41 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any):
         started = time.perf_counter()
         outcomes = for_each_document(context, context.partition_keys, lambda doc: stages.guarded(
             p.lake, f"chunks/{active_info.ref}", doc, context.run_id,
-            stages.run_chunker, p.settings, p.lake, active, active_info, doc, context.run_id, p.parser))
-        pieces = sum(int(o.detail.get("pieces", 0) or 0) for o in outcomes)
+            stages.run_chunker, p.settings, p.lake, active, active_info, doc, context.run_id, worker))
+        metas = {doc: p.lake.meta("claims", active_info.asset_name, doc) or {} for doc in context.partition_keys}
+
+        def own(outcome):
+            meta = metas.get(outcome.document, {})
+            claimed = len(meta.get("claimed_pages") or [])
+            extra = {"chunker": active_info.ref, "config_hash": active_info.config_hash,
+                     "claimed_pages": claimed}
+            if outcome.status != "failed" and meta and claimed == 0:
+                extra["applies"] = f"not applicable: {active_info.ref} claims no page of this document"
+            elif claimed:
+                extra["applies"] = f"claims {claimed} page(s)"
+            if meta.get("metrics"):
+                extra["chunker_metrics"] = meta["metrics"]
+            return extra
+
+        report_partitions(context, outcomes, started, own)
         checks = []
         for name in check_names:
-            failures, warn = [], False
-            for doc in context.partition_keys:
-                meta = p.lake.meta("claims", active_info.asset_name, doc) or {}
+            failures, warn, description = [], False, None
+            for doc, meta in metas.items():
                 for c in meta.get("checks", []):
-                    if c["name"] == name and not c["passed"]:
+                    if c["name"] != name:
+                        continue
+                    description = description or c.get("description")
+                    if not c["passed"]:
                         failures.append({"document": doc, **c.get("metadata", {})})
                         warn = warn or c.get("severity") == "warn"
             checks.append(AssetCheckResult(
                 check_name=name, passed=not failures,
                 severity=AssetCheckSeverity.WARN if warn else AssetCheckSeverity.ERROR,
-                metadata={"failures": failures[:20], "documents_failing": len(failures)}))
-        metrics: dict[str, Any] = {}
-        for doc in context.partition_keys:
-            doc_metrics = (p.lake.meta("claims", active_info.asset_name, doc) or {}).get("metrics") or {}
-            if doc_metrics:
-                metrics[doc] = doc_metrics
-        return MaterializeResult(
-            metadata=summary_metadata(outcomes, started, pieces=pieces, chunker=active_info.ref,
-                                      config_hash=active_info.config_hash,
-                                      **({"chunker_metrics": metrics} if metrics else {})),
-            check_results=checks,
-        )
+                description=description,
+                metadata={"failing": findings_table(failures), "documents_failing": len(failures),
+                          "documents_checked": len(metas)}))
+        return MaterializeResult(check_results=checks)
 
     return _chunks
 

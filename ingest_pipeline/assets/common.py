@@ -1,16 +1,48 @@
-"""What every per-document asset does around its stage: loop, tally, report."""
+"""What every per-document asset does around its stage: loop, then tell each partition its own
+story.
+
+A run covers many partitions (``BackfillPolicy.single_run``) and Dagster gives such a run one
+``MaterializeResult`` for all of them (dagster#21072). Each partition's own counts, status and
+pictures therefore go through ``context.add_asset_metadata(..., partition_key=...)``, which
+attaches metadata to that partition's materialization event only.
+"""
 
 
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from dagster import AssetExecutionContext, BackfillPolicy, MetadataValue
+from dagster import AssetExecutionContext, AssetKey, BackfillPolicy, MetadataValue
 
 from ingest_pipeline.stages import Outcome
 
 # Many documents per run: Dagster's per-run overhead is seconds, so runs are batches.
 BATCH_POLICY = BackfillPolicy.single_run()
+
+STATUS_TEXT = {
+    "new": "new: computed in this run",
+    "changed": "changed: recomputed in this run",
+    "unchanged": "unchanged: inputs' fingerprint unchanged, nothing recomputed",
+    "failed": "FAILED",
+    "skipped": "skipped: an upstream stage has no output for this document",
+    "empty": "empty: nothing to chunk (no error)",
+}
+
+
+def chunk_map_key(profile: str) -> AssetKey:
+    return AssetKey(f"chunk_map_{profile}")
+
+
+def embeddings_key(profile: str) -> AssetKey:
+    return AssetKey(f"embeddings_{profile}")
+
+
+def lancedb_key(profile: str) -> AssetKey:
+    return AssetKey(f"lancedb_{profile}")
+
+
+def retrieval_eval_key(profile: str) -> AssetKey:
+    return AssetKey(f"retrieval_eval_{profile}")
 
 
 def for_each_document(
@@ -25,22 +57,67 @@ def for_each_document(
     return outcomes
 
 
-def summary_metadata(outcomes: Sequence[Outcome], started: float, **extra) -> dict:
-    counts = Counter(o.status for o in outcomes)
-    metadata = {
-        "documents": MetadataValue.int(len(outcomes)),
-        "seconds": MetadataValue.float(round(time.perf_counter() - started, 3)),
-        **{f"documents_{status}": MetadataValue.int(n) for status, n in sorted(counts.items())},
-    }
-    failed = [o for o in outcomes if o.status == "failed"]
-    if failed:
-        lines = ["| document | reason |", "|---|---|"]
-        lines += [f"| {o.document} | {str(o.detail.get('reason', '')).replace('|', '/')[:200]} |" for o in failed]
-        metadata["failures"] = MetadataValue.md("\n".join(lines))
-    for key, value in extra.items():
-        metadata[key] = value if isinstance(value, MetadataValue) else MetadataValue.json(value) if isinstance(
-            value, (dict, list)) else value
+def _value(value: Any) -> Any:
+    if isinstance(value, MetadataValue):
+        return value
+    if isinstance(value, (dict, list, tuple)):
+        return MetadataValue.json(list(value) if isinstance(value, tuple) else value)
+    if isinstance(value, bool) or value is None:
+        return MetadataValue.text(str(value))
+    if isinstance(value, int):
+        return MetadataValue.int(value)
+    if isinstance(value, float):
+        return MetadataValue.float(value)
+    return MetadataValue.text(str(value))
+
+
+def outcome_metadata(outcome: Outcome, extra: Mapping[str, Any] | None = None) -> dict[str, MetadataValue]:
+    """One document's metadata: its status first (with the reason when it failed), then its own
+    counts."""
+    status = outcome.status
+    if status == "failed":
+        stage = outcome.detail.get("stage")
+        reason = outcome.detail.get("reason") or outcome.detail.get("error") or "failed"
+        headline = f"FAILED{' in ' + stage if stage else ''}: {reason}"
+    else:
+        headline = STATUS_TEXT.get(status, status)
+    metadata: dict[str, MetadataValue] = {"status": MetadataValue.text(headline),
+                                          "document": MetadataValue.text(outcome.document)}
+    for key, value in outcome.detail.items():
+        if key in ("reason",) and status != "failed":
+            metadata[key] = _value(value)
+        elif key not in ("reason", "stage"):
+            metadata[key] = _value(value)
+    for key, value in (extra or {}).items():
+        metadata[key] = _value(value)
     return metadata
+
+
+def report_partitions(
+    context: AssetExecutionContext, outcomes: Sequence[Outcome], started: float,
+    extra: Callable[[Outcome], Mapping[str, Any]] | None = None,
+) -> None:
+    """Attach each document's own metadata to its own partition's materialization."""
+    seconds = round(time.perf_counter() - started, 3)
+    for outcome in outcomes:
+        metadata = outcome_metadata(outcome, extra(outcome) if extra else None)
+        metadata["run_documents"] = MetadataValue.int(len(outcomes))
+        metadata["run_seconds"] = MetadataValue.float(seconds)
+        context.add_asset_metadata(metadata, partition_key=outcome.document)
+
+
+def findings_table(rows: Sequence[Mapping[str, Any]], limit: int = 50) -> MetadataValue:
+    """A check's failing pages or chunks as a Markdown table (the UI renders it)."""
+    if not rows:
+        return MetadataValue.md("none")
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows[:limit]:
+        lines.append("| " + " | ".join(str(row.get(c, "")).replace("|", "/").replace("\n", " ")[:160]
+                                       for c in columns) + " |")
+    if len(rows) > limit:
+        lines.append(f"\n{len(rows) - limit} more not shown")
+    return MetadataValue.md("\n".join(lines))
 
 
 def preview_markdown(rows: Sequence[dict], limit: int = 5) -> MetadataValue:

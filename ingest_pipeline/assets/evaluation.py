@@ -1,7 +1,8 @@
-"""retrieval_eval/<profile>: retrieval quality of a profile's served table on a question set."""
+"""retrieval_eval_<profile>: retrieval quality of a profile's served table on a question set."""
 
-from dagster import AssetExecutionContext, AssetKey, Config, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
 
+from ingest_pipeline.assets.common import chunk_map_key, lancedb_key, retrieval_eval_key
 from ingest_pipeline.resources import IngestResource
 from ingest_pipeline.settings import Profile
 
@@ -13,8 +14,8 @@ class RetrievalEvalConfig(Config):
 
 def build_eval_asset(profile: Profile):
     @asset(
-        key=AssetKey(["retrieval_eval", profile.name]),
-        deps=[AssetKey(["chunk_map", profile.name]), AssetKey(["lancedb", profile.name])],
+        key=retrieval_eval_key(profile.name),
+        deps=[chunk_map_key(profile.name), lancedb_key(profile.name)],
         group_name="quality",
         kinds={"lancedb"},
         description=f"Recall@k and MRR@10 of profile '{profile.name}' on a question set, with the chunk "
@@ -30,7 +31,7 @@ def build_eval_asset(profile: Profile):
         if row["chunks"] == 0:
             raise RuntimeError(f"profile {profile.name} holds no chunk of the {qs.name} documents "
                                f"({qs.documents}); ingest them first")
-        upstream = context.instance.get_latest_materialization_event(AssetKey(["chunk_map", profile.name]))
+        upstream = context.instance.get_latest_materialization_event(chunk_map_key(profile.name))
         metadata = {
             "question_set": qs.name, "mode": config.mode, "questions": MetadataValue.int(row["questions"]),
             **{k: MetadataValue.float(row[k]) for k in ("recall@1", "recall@5", "recall@10", "mrr@10")},

@@ -9,7 +9,6 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
-    AssetKey,
     MaterializeResult,
     MetadataValue,
     asset,
@@ -17,7 +16,16 @@ from dagster import (
 
 from ingest_pipeline import stages
 from ingest_pipeline.assets.chunks import chunk_asset_key
-from ingest_pipeline.assets.common import BATCH_POLICY, for_each_document, preview_markdown, summary_metadata
+from ingest_pipeline.assets.common import (
+    BATCH_POLICY,
+    chunk_map_key,
+    embeddings_key,
+    findings_table,
+    for_each_document,
+    lancedb_key,
+    preview_markdown,
+    report_partitions,
+)
 from ingest_pipeline.assets.sources import pages
 from ingest_pipeline.contract import ContractError, validate_bbox
 from ingest_pipeline.partitions import documents_partitions
@@ -26,22 +34,28 @@ from ingest_pipeline.resources import IngestResource
 from ingest_pipeline.settings import Profile
 
 
+CHUNK_MAP_CHECKS = {
+    "valid_boxes": "Every chunk box is inside the page, with x0 < x1 and y0 < y1.",
+    "unique_chunk_ids": "No two chunks of the profile share a chunk id.",
+    "no_empty_chunks": "No text chunk is empty or whitespace only.",
+    "within_token_limit": "Every chunk fits the embedder's token limit, or is flagged as over it.",
+    "page_text_covered": "Each read page's words appear in that page's chunks (95% floor; warns).",
+}
+
+
 def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens: int) -> list:
     order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
-    map_key = AssetKey(["chunk_map", profile.name])
-    emb_key = AssetKey(["embeddings", profile.name])
-    lance_key = AssetKey(["lancedb", profile.name])
+    map_key, emb_key, lance_key = chunk_map_key(profile.name), embeddings_key(profile.name), lancedb_key(profile.name)
     refs = ", ".join(i.ref for i in order)
+    group = f"profile_{profile.name}"
 
     @asset(
-        key=map_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name="profiles",
+        key=map_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name=group,
         deps=[pages, *[chunk_asset_key(i) for i in order]], kinds={"parquet"},
         code_version=f"{stages.STAGE_VERSIONS['chunks']}:{'+'.join(f'{i.ref}:{i.config_hash}' for i in order)}",
         description=f"Profile '{profile.name}': claims merged per page, first in order wins ({refs}).",
-        metadata={"order": [i.ref for i in order]},
-        check_specs=[AssetCheckSpec(n, asset=map_key) for n in
-                     ("valid_boxes", "unique_chunk_ids", "no_empty_chunks", "within_token_limit",
-                      "page_text_covered")],
+        metadata={"order": [i.ref for i in order], "profile": profile.name},
+        check_specs=[AssetCheckSpec(n, asset=map_key, description=d) for n, d in CHUNK_MAP_CHECKS.items()],
     )
     def _chunk_map(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
         p = ingest.pipeline()
@@ -49,45 +63,52 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         outcomes = for_each_document(context, context.partition_keys, lambda doc: stages.guarded(
             p.lake, f"chunk_map/{profile.name}", doc, context.run_id, stages.build_chunk_map,
             p.lake, p.registry, profile, p.embedder, doc, context.run_id))
-        rows = []
+        rows_by_doc: dict[str, list[dict]] = {}
         for doc in context.partition_keys:
             table = p.lake.read("chunks", profile.name, doc)
-            if table is not None:
-                rows.extend(table.drop_columns(["image"]).to_pylist())
-        metadata = summary_metadata(outcomes, started, chunks=len(rows),
-                                    chunkers_used=sorted({r["chunker"] for r in rows}), preview=preview_markdown(rows))
-        picture = page_picture(p, rows)
-        if picture:
-            metadata["page_with_boxes"] = MetadataValue.md(picture)
+            rows_by_doc[doc] = table.drop_columns(["image"]).to_pylist() if table is not None else []
+
+        def own(outcome):
+            rows = rows_by_doc.get(outcome.document, [])
+            extra = {"profile": profile.name, "chunks": len(rows),
+                     "chunkers_used": sorted({r["chunker"] for r in rows})}
+            if rows:
+                extra["preview"] = preview_markdown(rows)
+                picture = page_picture(p, rows)
+                if picture:
+                    extra[PAGE_PICTURE] = MetadataValue.md(picture)
+            return extra
+
+        report_partitions(context, outcomes, started, own)
+        rows = [r for doc in context.partition_keys for r in rows_by_doc[doc]]
         pages_read = []
         for doc in context.partition_keys:
             table = p.lake.read("pages", doc, columns=["document_id", "page", "status", "text"])
             if table is not None:
                 pages_read.extend(r for r in table.to_pylist() if r["status"] == "read" and r["text"])
         checks = [*chunk_map_checks(rows, max_tokens), page_text_check(pages_read, rows)]
-        return MaterializeResult(metadata=metadata, check_results=checks)
+        return MaterializeResult(check_results=checks)
 
     @asset(
-        key=emb_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name="profiles",
+        key=emb_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name=group,
         deps=[map_key], kinds={"parquet"}, code_version=str(stages.STAGE_VERSIONS["embeddings"]),
         description=f"Profile '{profile.name}': a vector per text chunk, through the embedding cache.",
+        metadata={"profile": profile.name},
     )
     def _embeddings(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
         p = ingest.pipeline()
         started = time.perf_counter()
         outcomes = stages.embed_documents(p.lake, p.embedder, profile, list(context.partition_keys), context.run_id)
-        embedded = sum(int(o.detail.get("embedded", 0) or 0) for o in outcomes)
-        cached = sum(int(o.detail.get("cached", 0) or 0) for o in outcomes)
-        images = sum(int(o.detail.get("images_without_vector", 0) or 0) for o in outcomes)
-        return MaterializeResult(metadata=summary_metadata(
-            outcomes, started, model=p.embedder.model_id, texts_embedded=embedded, texts_from_cache=cached,
-            image_chunks_without_vector=images))
+        report_partitions(context, outcomes, started, lambda o: {"model": p.embedder.model_id})
+        return MaterializeResult()
 
     @asset(
-        key=lance_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name="profiles",
+        key=lance_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name=group,
         deps=[emb_key], kinds={"lancedb"}, pool="lancedb", code_version=str(stages.STAGE_VERSIONS["index"]),
         description=f"Profile '{profile.name}': the documents' rows in LanceDB table chunks_{profile.name}.",
-        check_specs=[AssetCheckSpec("rows_match_parquet", asset=lance_key)],
+        metadata={"profile": profile.name},
+        check_specs=[AssetCheckSpec("rows_match_parquet", asset=lance_key,
+                                    description="Each document's LanceDB rows equal its chunk map's rows.")],
     )
     def _lancedb(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
         p = ingest.pipeline()
@@ -97,18 +118,20 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
             p.lake, p.index, profile, doc, context.run_id))
         if any(o.status == "new" for o in outcomes):
             p.index.refresh_text_index(profile.name)
-        mismatches = []
+        mismatches, counts = [], {}
         for doc in context.partition_keys:
             emb = p.lake.read("chunks", profile.name, doc, columns=["chunk_id"])
             expected = emb.num_rows if emb is not None else 0
-            actual = p.index.count(profile.name, doc)
+            actual = counts[doc] = p.index.count(profile.name, doc)
             if expected != actual:
                 mismatches.append({"document": doc, "parquet": expected, "lancedb": actual})
+        table_rows = p.index.count(profile.name)
+        report_partitions(context, outcomes, started, lambda o: {
+            "table": f"chunks_{profile.name}", "document_rows": counts.get(o.document, 0),
+            "table_rows": table_rows})
         return MaterializeResult(
-            metadata=summary_metadata(outcomes, started, table=f"chunks_{profile.name}",
-                                      table_rows=MetadataValue.int(p.index.count(profile.name))),
             check_results=[AssetCheckResult(check_name="rows_match_parquet", passed=not mismatches,
-                                            metadata={"mismatches": mismatches[:20]})],
+                                            metadata={"mismatches": findings_table(mismatches)})],
         )
 
     return [_chunk_map, _embeddings, _lancedb]
@@ -144,6 +167,7 @@ def page_picture(p, rows: list[dict]) -> str | None:
     return f"{first['path']}, page {first['page']}:\n\n" + preview_markdown_image(png, f"{first['path']} p{first['page']}")
 
 
+PAGE_PICTURE = "page_picture (chunk boxes drawn)"
 _WORD = re.compile(r"\w+")
 COVERAGE_FLOOR = 0.95
 
@@ -166,8 +190,8 @@ def page_text_check(pages: list[dict], rows: list[dict]) -> AssetCheckResult:
         if share < COVERAGE_FLOOR:
             low.append({"document": page["document_id"], "page": page["page"], "covered": round(share, 3)})
     return AssetCheckResult(check_name="page_text_covered", passed=not low, severity=AssetCheckSeverity.WARN,
-                            metadata={"pages_below_floor": low[:20], "count": len(low), "pages": len(pages),
-                                      "floor": COVERAGE_FLOOR})
+                            metadata={"pages_below_floor": findings_table(low), "count": len(low),
+                                      "pages": len(pages), "floor": COVERAGE_FLOOR})
 
 
 def chunk_map_checks(rows: list[dict], max_tokens: int) -> list[AssetCheckResult]:
@@ -180,22 +204,27 @@ def chunk_map_checks(rows: list[dict], max_tokens: int) -> list[AssetCheckResult
             try:
                 validate_bbox((b["x0"], b["y0"], b["x1"], b["y1"]))
             except ContractError as exc:
-                bad_boxes.append({"chunk_id": row["chunk_id"], "error": str(exc)})
+                bad_boxes.append({"document": row["document_id"], "page": row["page"], "chunk_id": row["chunk_id"],
+                                  "error": str(exc)})
         if row["chunk_id"] in seen:
-            dupes.append(row["chunk_id"])
+            dupes.append({"document": row["document_id"], "page": row["page"], "chunk_id": row["chunk_id"]})
         seen.add(row["chunk_id"])
         if not (row.get("text") or "").strip() and row.get("content_type") != "image" and row.get("text") is not None:
-            empty.append(row["chunk_id"])
+            empty.append({"document": row["document_id"], "page": row["page"], "chunk_id": row["chunk_id"]})
         meta = row.get("meta") or ""
         if '"token_overflow": true' in meta:
             flagged += 1
         if row.get("tokens") and row["tokens"] > max_tokens and '"token_overflow": true' not in meta:
-            over.append({"chunk_id": row["chunk_id"], "tokens": row["tokens"]})
+            over.append({"document": row["document_id"], "page": row["page"], "chunk_id": row["chunk_id"],
+                         "tokens": row["tokens"]})
     return [
-        AssetCheckResult(check_name="valid_boxes", passed=not bad_boxes, metadata={"invalid": bad_boxes[:20]}),
-        AssetCheckResult(check_name="unique_chunk_ids", passed=not dupes, metadata={"duplicates": dupes[:20]}),
-        AssetCheckResult(check_name="no_empty_chunks", passed=not empty, metadata={"empty": empty[:20]}),
+        AssetCheckResult(check_name="valid_boxes", passed=not bad_boxes,
+                         metadata={"invalid": findings_table(bad_boxes), "count": len(bad_boxes)}),
+        AssetCheckResult(check_name="unique_chunk_ids", passed=not dupes,
+                         metadata={"duplicates": findings_table(dupes), "count": len(dupes)}),
+        AssetCheckResult(check_name="no_empty_chunks", passed=not empty,
+                         metadata={"empty": findings_table(empty), "count": len(empty)}),
         AssetCheckResult(check_name="within_token_limit", passed=not over,
-                         metadata={"over_limit_unflagged": over[:20], "count": len(over), "flagged": flagged,
-                                   "max_tokens": max_tokens}),
+                         metadata={"over_limit_unflagged": findings_table(over), "count": len(over),
+                                   "flagged": flagged, "max_tokens": max_tokens}),
     ]

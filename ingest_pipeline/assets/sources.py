@@ -6,9 +6,9 @@ import time
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
 from ingest_pipeline import stages
-from ingest_pipeline.assets.common import BATCH_POLICY, for_each_document, summary_metadata
+from ingest_pipeline.assets.common import BATCH_POLICY, for_each_document, report_partitions
 from ingest_pipeline.partitions import documents_partitions
-from ingest_pipeline.resources import IngestResource
+from ingest_pipeline.resources import IngestResource, ParseWorkerResource
 
 
 @asset(partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name="ingest",
@@ -19,21 +19,18 @@ def sources(context: AssetExecutionContext, ingest: IngestResource) -> Materiali
     started = time.perf_counter()
     outcomes = for_each_document(context, context.partition_keys, lambda key: stages.guarded(
         p.lake, "sources", key, context.run_id, stages.observe_source, p.settings, p.lake, key, context.run_id))
-    media = sorted({o.detail.get("media_type") for o in outcomes if o.detail.get("media_type")})
-    return MaterializeResult(metadata=summary_metadata(outcomes, started, media_types=media))
+    report_partitions(context, outcomes, started)
+    return MaterializeResult()
 
 
 @asset(partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name="ingest", deps=[sources],
        kinds={"parquet"}, code_version=str(stages.STAGE_VERSIONS["pages"]))
-def pages(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
+def pages(context: AssetExecutionContext, ingest: IngestResource, parse: ParseWorkerResource) -> MaterializeResult:
     """One row per page with the reader's verdict (read, blank, failed, unreadable) and text."""
     p = ingest.pipeline()
+    worker = parse.worker()
     started = time.perf_counter()
     outcomes = for_each_document(context, context.partition_keys, lambda key: stages.guarded(
-        p.lake, "pages", key, context.run_id, stages.read_document, p.settings, p.lake, key, context.run_id, p.parser))
-    totals: dict[str, int] = {}
-    for outcome in outcomes:
-        for status in ("pages", "read", "blank", "failed", "unreadable"):
-            totals[status] = totals.get(status, 0) + int(outcome.detail.get(status, 0) or 0)
-    return MaterializeResult(metadata=summary_metadata(outcomes, started, **{f"pages_{k}": v for k, v in
-                                                                             totals.items()}))
+        p.lake, "pages", key, context.run_id, stages.read_document, p.settings, p.lake, key, context.run_id, worker))
+    report_partitions(context, outcomes, started)
+    return MaterializeResult()

@@ -235,6 +235,10 @@ class GridChecks:
     """
 
     check_names = ("table_grid_consistent", "page_words_covered")
+    check_descriptions = {
+        "table_grid_consistent": "Table text rows/columns match the cell grid, and cells do not overlap.",
+        "page_words_covered": "Every word of a claimed page's reader text is in that page's pieces (warns).",
+    }
 
     def check(self, content, media_type, pages, answer):
         from ingest_pipeline.contract import CheckOutcome

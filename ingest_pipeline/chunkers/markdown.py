@@ -924,6 +924,13 @@ class MarkdownChunker(BaseChunker):
         "source_lines_covered",
         "chunk_ids_unique",
     )
+    check_descriptions = {
+        "fences_closed": "No chunk holds a code fence that is opened and never closed.",
+        "no_heading_only_chunk": "No chunk holds only a heading.",
+        "sizes_within_bounds": "Chunk sizes stay within the configured character bounds.",
+        "source_lines_covered": "Every significant source line is in a chunk (skipped sections exempt).",
+        "chunk_ids_unique": "Chunk ids are unique and run chk_000001, chk_000002, ...",
+    }
 
     config: MarkdownConfig
 
