@@ -81,3 +81,60 @@ def test_a_hanging_or_greedy_chunker_costs_only_its_document(data_dir, sample_so
         pipeline.lake, "select distinct path, chunker from chunks where profile = 'default'").to_pylist()}
     assert chunked["maintenance_notes.txt"] == "page@1" and chunked["supplier_prices.csv"] == "page@1"
     assert len({r for r in chunked}) == 4  # every document still has its chunks
+
+
+def _pid():
+    import os
+
+    return os.getpid()
+
+
+def test_the_parse_worker_resource_stops_its_worker_when_the_step_ends():
+    from dagster import build_init_resource_context
+
+    from ingest_pipeline.resources import ParseWorkerResource
+    from ingest_pipeline_tests.dagster_dev import alive
+
+    resource = ParseWorkerResource(timeout=60, memory_mib=0)
+    worker = resource.worker()
+    pid = worker.call(_pid)
+    assert alive(pid) and worker.pids() == [pid]
+    resource.teardown_after_execution(build_init_resource_context())
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid) and not worker.started
+
+
+def test_a_parse_worker_dies_with_the_process_it_serves(tmp_path):
+    """SIGKILL the process that owns a busy worker: the kernel ends the worker too
+    (PR_SET_PDEATHSIG), instead of letting it parse on for minutes."""
+    import signal
+    import subprocess
+    import sys
+
+    from ingest_pipeline_tests.dagster_dev import alive
+
+    script = tmp_path / "owner.py"
+    script.write_text(
+        "import os, time\n"
+        "from ingest_pipeline.isolation import ParseWorker\n"
+        "if __name__ == '__main__':\n"
+        "    w = ParseWorker(timeout=60, memory_bytes=None)\n"
+        "    w.call(os.getpid)\n"
+        "    print(w.pids()[0], flush=True)\n"
+        "    w.call(time.sleep, 300)\n")  # the worker is busy when its owner is killed
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        worker_pid = int(owner.stdout.readline())
+        assert alive(worker_pid)
+        time.sleep(1)  # the long call has reached the worker
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while alive(worker_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(worker_pid)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
