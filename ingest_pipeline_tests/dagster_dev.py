@@ -138,8 +138,8 @@ def dagster_dev(data: Path, env: dict[str, str] | None = None, timeout: float = 
 
 
 def stop(dev: DagsterDev, grace: float = 30) -> None:
-    """Stop dagster dev by process id (INT, as Ctrl-C would), then its whole tree; fail if any
-    process it started is still alive afterwards."""
+    """Stop dagster dev by process id (INT, as Ctrl-C would), then every process it started
+    that is still alive (TERM, then KILL), so nothing outlives the test."""
     dev.processes()
     if dev.process.poll() is None:
         dev.process.send_signal(signal.SIGINT)
@@ -147,18 +147,25 @@ def stop(dev: DagsterDev, grace: float = 30) -> None:
             dev.process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             pass
-    leftovers = [pid for pid, started in dev.seen.items() if alive(pid, started)]
-    for pid in leftovers:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        left = [pid for pid, started in dev.seen.items() if alive(pid, started)]
+        if dev.process.poll() is None:
+            left.append(dev.process.pid)
+        if not left:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(alive(pid, dev.seen.get(pid)) for pid in left):
+            time.sleep(0.2)
     if dev.process.poll() is None:
-        os.killpg(dev.process.pid, signal.SIGKILL)
         dev.process.wait(timeout=10)
-    if leftovers:
-        raise AssertionError("processes outlived dagster dev: "
-                             + "; ".join(f"{pid} {cmdline(pid)[:120]}" for pid in leftovers))
+    survivors = [pid for pid, started in dev.seen.items() if alive(pid, started)]
+    if survivors:
+        raise AssertionError("processes survived SIGKILL: " + "; ".join(cmdline(p)[:120] for p in survivors))
 
 
 def wait_for(predicate, timeout: float, interval: float = 1.0, what: str = "condition", dev: DagsterDev | None = None):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,18 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networkin
                 "--no-first-run", "--disable-sync"]
 
 
+def _wait_text(page, pattern: str, timeout: float = 120) -> str:
+    """The page's text once ``pattern`` appears in it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = page.inner_text("body")
+        if re.search(pattern, text):
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{pattern!r} not on the page after {timeout:.0f} s:\n{text[-2000:]}")
+        page.wait_for_timeout(500)
+
+
 def _open(page, url):
     page.goto(url, timeout=180_000)
     try:  # the community dialog of a fresh instance
@@ -197,9 +210,7 @@ def test_in_a_browser_every_chunker_version_is_in_the_graph_and_a_partition_show
             assert f"{path}, page 1" in page.inner_text("body")
 
             _open(page, f"{ui.url}/assets/chunk_map_default?view=partitions&partition={csv}")
-            page.get_by_text(f"{csv}").nth(1).wait_for(timeout=120_000)
-            page.get_by_text("chunkers_used").first.wait_for(timeout=120_000)
-            text = page.inner_text("body")
+            text = _wait_text(page, rf"document\s+{csv}")
             assert re.search(rf"\bchunks\s+{counts[csv][1]}\b", text)
             assert "page_picture" not in text  # a CSV has no page geometry: no borrowed picture
         finally:
