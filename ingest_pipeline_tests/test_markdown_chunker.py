@@ -9,14 +9,10 @@ import sys
 
 import pytest
 
-from ingest_pipeline.chunkers.markdown import (
-    MarkdownChunker,
-    hard_split,
-    normalize_heading,
-    plain_text,
-    scan_blocks,
-    sentence_spans,
-)
+from ingest_pipeline.chunkers.markdown import MarkdownChunker
+from ingest_pipeline.chunkers.markdown.scanner import scan_blocks
+from ingest_pipeline.chunkers.markdown.sections import normalize_heading
+from ingest_pipeline.chunkers.markdown.text import hard_split, plain_text, sentence_spans
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 
 

@@ -7,13 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ingest_pipeline.chunkers.markdown import (
-    Block,
-    MarkdownChunker,
-    _fill_gaps,
-    markdown_it_blocks,
-    scan_blocks,
-)
+from ingest_pipeline.chunkers.markdown import MarkdownChunker
+from ingest_pipeline.chunkers.markdown.blocks import Block, _fill_gaps
+from ingest_pipeline.chunkers.markdown.fallback import markdown_it_blocks
+from ingest_pipeline.chunkers.markdown.scanner import scan_blocks
 from ingest_pipeline.contract import PageChunks, PageOutput
 from ingest_pipeline.readers.text import decode_text
 from ingest_pipeline_tests.conftest import CORPUS, requires_corpus

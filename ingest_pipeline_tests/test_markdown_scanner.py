@@ -7,14 +7,11 @@ import random
 
 import pytest
 
-from ingest_pipeline.chunkers.markdown import (
-    Block,
-    MarkdownChunker,
-    _fill_gaps,
-    markdown_it_blocks,
-    scan_blocks,
-    validate,
-)
+from ingest_pipeline.chunkers.markdown import MarkdownChunker
+from ingest_pipeline.chunkers.markdown.blocks import Block, _fill_gaps
+from ingest_pipeline.chunkers.markdown.fallback import markdown_it_blocks
+from ingest_pipeline.chunkers.markdown.scanner import scan_blocks
+from ingest_pipeline.chunkers.markdown.validation import validate
 
 
 def comparable(lines: list[str], blocks: list[Block]) -> list[tuple[str, int, int]]:

@@ -1,17 +1,16 @@
 """headings@1 (opt-in): one chunk per Markdown section, whole, with its ancestor headings.
 
-The sections come from markdown@1's block scanner, so ATX and setext headings count and
-heading syntax inside code blocks, lists and block quotes does not.
+The sections come from markdown@1's block scanner and section builder, so ATX and setext
+headings count and heading syntax inside code blocks, lists and block quotes does not.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from itertools import accumulate
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.base import BaseChunker
-from ingest_pipeline.chunkers.markdown import plain_text, scan_blocks
+from ingest_pipeline.chunkers.markdown.sections import ParsedMarkdown
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 
 
@@ -34,31 +33,14 @@ class HeadingsChunker(BaseChunker):
         return (PageChunks(page=page.page, pieces=tuple(self.pieces(page.text))),)
 
     def pieces(self, text: str) -> list[ChunkPiece]:
-        lines, blocks = scan_blocks(text)
-        starts = [0, *accumulate(len(x) + 1 for x in lines)]
-        # sections: (path, first line, end line) with the path as (level, title) pairs
-        sections: list[tuple[tuple[tuple[int, str], ...], int, int, bool]] = []
-        stack: list[tuple[int, str]] = []
-        path: tuple[tuple[int, str], ...] = ()
-        first = None
-        last = 0
-        has_body = False
-        for block in blocks:
-            if block.kind == "heading":
-                if first is not None:
-                    sections.append((path, first, last, has_body))
-                while stack and stack[-1][0] >= block.level:
-                    stack.pop()
-                stack.append((block.level, plain_text(block.text)))
-                path = tuple(stack)
-                first, last, has_body = block.start, block.end, False
-                continue
-            if first is None:
-                first = block.start
-            last = block.end
-            has_body = True
-        if first is not None:
-            sections.append((path, first, last, has_body))
+        parsed = ParsedMarkdown(text)  # nothing skipped: every section is a chunk
+        blocks = parsed.blocks
+        starts = parsed.line_starts
+        # (path, first line, end line, whether it holds more than its heading)
+        sections = [
+            (path, blocks[idxs[0]].start, blocks[idxs[-1]].end, any(blocks[k].kind != "heading" for k in idxs))
+            for path, idxs in parsed.sections
+        ]
 
         pieces = []
         carried_from: int | None = None
