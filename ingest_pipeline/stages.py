@@ -275,7 +275,8 @@ def run_chunker(
     """Ask one chunker version about one document and store its claims.
 
     A chunker that raises is recorded (an errors row and the claim's error) and its
-    claim is empty, so the chunk map moves on to the next chunker.
+    claim is empty, so the chunk map moves on to the next chunker. A chunker whose media
+    types exclude the document gets an empty claim without being asked.
     """
     source, _ = load_source(lake, document)
     pages, pages_fp = load_pages(lake, document)
@@ -289,9 +290,12 @@ def run_chunker(
     metrics: dict[str, Any] = {}
     started = time.perf_counter()
     try:
-        answer, checks, metrics = (parser.call if parser else _direct)(
-            chunk_document, chunker, content, source["media_type"], pages,
-            password_for(source["path"], settings.passwords))
+        if info.media_types and source["media_type"] not in info.media_types:
+            answer = ()  # not a format it reads: an empty claim, without a worker call
+        else:
+            answer, checks, metrics = (parser.call if parser else _direct)(
+                chunk_document, chunker, content, source["media_type"], pages,
+                password_for(source["path"], settings.passwords))
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         record_error(lake, f"chunks/{info.ref}", document, exc, run_id)

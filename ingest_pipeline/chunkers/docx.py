@@ -9,24 +9,24 @@ Vanished (hidden) text comes as separate pieces with ``bbox_reason=hidden``.
 from __future__ import annotations
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
+from ingest_pipeline.chunkers.base import ChunkerConfig
 from ingest_pipeline.chunkers.grid import (
     Grid,
     GridCell,
-    GridChecks,
     paragraph_piece,
     split_text,
     table_pieces,
     with_reason,
 )
-from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
+from ingest_pipeline.chunkers.ooxml import OoxmlChunker
+from ingest_pipeline.contract import ChunkPiece
 
 
 class DocxConfig(ChunkerConfig):
     max_chars: int = 2000
 
 
-class DocxChunker(GridChecks, BaseChunker):
+class DocxChunker(OoxmlChunker):
     id = "docx"
     version = 1
     summary = "a Word paragraph, or a table with its cells"
@@ -34,26 +34,17 @@ class DocxChunker(GridChecks, BaseChunker):
     builtin = True
     opt_in = True
     Config = DocxConfig
+    walks_unread_parts = True
 
-    def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
-        from ingest_pipeline.ooxml_safety import PackageError
+    def parts(self, content: bytes) -> list:
         from ingest_pipeline.readers.docx import load_docx
 
-        try:
-            sections = load_docx(content)
-        except PackageError:
-            return ()
-        readable = {p.page for p in pages if p.readable} if pages else None
-        answer = []
-        headings: list[tuple[int, str]] = []
-        for section in sections:
-            page = section.index + 1
-            pieces = self.section_pieces(section, headings)
-            if pieces and (readable is None or page in readable):
-                answer.append(PageChunks(page=page, pieces=tuple(pieces)))
-        return tuple(answer)
+        return load_docx(content)
 
-    def section_pieces(self, section, headings: list[tuple[int, str]]) -> list[ChunkPiece]:
+    def new_walk(self) -> list[tuple[int, str]]:
+        return []  # the heading path, (level, text) pairs, running on across sections
+
+    def part_pieces(self, section, headings: list[tuple[int, str]]) -> list[ChunkPiece]:
         pieces: list[ChunkPiece] = []
         max_chars = self.config.max_chars
         tables = 0

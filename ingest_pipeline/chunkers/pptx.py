@@ -12,16 +12,17 @@ adds the table grid (a box per cell, merges as spans) to table chunks.
 from __future__ import annotations
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
-from ingest_pipeline.chunkers.grid import Grid, GridCell, GridChecks, render_rows
-from ingest_pipeline.contract import ChunkPiece, Layout, PageChunks, PageOutput, TableCell, TableLayout, normalize_box
+from ingest_pipeline.chunkers.base import ChunkerConfig
+from ingest_pipeline.chunkers.grid import Grid, GridCell, render_rows
+from ingest_pipeline.chunkers.ooxml import OoxmlChunker
+from ingest_pipeline.contract import ChunkPiece, Layout, TableCell, TableLayout, normalize_box
 
 
 class PptxConfig(ChunkerConfig):
     include_notes: bool = True
 
 
-class PptxChunker(GridChecks, BaseChunker):
+class PptxChunker(OoxmlChunker):
     id = "pptx"
     version = 1
     summary = "a slide's text shape, table, chart or diagram at its box, or a picture"
@@ -30,28 +31,12 @@ class PptxChunker(GridChecks, BaseChunker):
     Config = PptxConfig
     table_cells = False
 
-    def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
-        from ingest_pipeline.ooxml_safety import PackageError
+    def parts(self, content: bytes) -> list:
         from ingest_pipeline.readers.pptx import load_presentation
 
-        try:
-            slides = load_presentation(content)
-        except PackageError:
-            return ()
-        readable = {p.page for p in pages if p.readable} if pages else None
-        answer = []
-        for slide in slides:
-            page = slide.index + 1
-            if slide.error:
-                continue
-            if readable is not None and page not in readable:
-                continue
-            pieces = self.slide_pieces(slide)
-            if pieces:
-                answer.append(PageChunks(page=page, pieces=tuple(pieces)))
-        return tuple(answer)
+        return load_presentation(content)
 
-    def slide_pieces(self, slide) -> list[ChunkPiece]:
+    def part_pieces(self, slide, walk=None) -> list[ChunkPiece]:
         pieces = []
         for item in slide.ordered():
             piece = self._piece(slide, item)

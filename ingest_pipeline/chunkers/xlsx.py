@@ -16,17 +16,17 @@ from bisect import bisect_left, bisect_right
 from dataclasses import replace
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
+from ingest_pipeline.chunkers.base import ChunkerConfig
 from ingest_pipeline.chunkers.grid import (
     Grid,
     GridCell,
-    GridChecks,
     paragraph_piece,
     split_text,
     table_pieces,
     with_reason,
 )
-from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
+from ingest_pipeline.chunkers.ooxml import OoxmlChunker
+from ingest_pipeline.contract import ChunkPiece
 
 Rect = tuple[int, int, int, int]
 Island = tuple[Rect, list[tuple[int, int]]]  # bounding box, member positions
@@ -121,7 +121,7 @@ def find_islands(sheet) -> list[Island]:
     return sorted(_merge_islands(_components(filled)) + explicit, key=lambda island: island[0])
 
 
-class XlsxChunker(GridChecks, BaseChunker):
+class XlsxChunker(OoxmlChunker):
     id = "xlsx"
     version = 1
     summary = "a table (data island) of a worksheet with its cells, or a title above one"
@@ -130,28 +130,12 @@ class XlsxChunker(GridChecks, BaseChunker):
     opt_in = True
     Config = XlsxConfig
 
-    def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
-        from ingest_pipeline.ooxml_safety import PackageError
+    def parts(self, content: bytes) -> list:
         from ingest_pipeline.readers.xlsx import load_sheets
 
-        try:
-            sheets = load_sheets(content)
-        except PackageError:
-            return ()
-        readable = {p.page for p in pages if p.readable} if pages else None
-        answer = []
-        for sheet in sheets:
-            page = sheet.index + 1
-            if sheet.error:
-                continue
-            if readable is not None and page not in readable:
-                continue
-            pieces = self.sheet_pieces(sheet)
-            if pieces:
-                answer.append(PageChunks(page=page, pieces=tuple(pieces)))
-        return tuple(answer)
+        return load_sheets(content)
 
-    def sheet_pieces(self, sheet) -> list[ChunkPiece]:
+    def part_pieces(self, sheet, walk=None) -> list[ChunkPiece]:
         pieces: list[ChunkPiece] = []
         merges_by_origin = {(m[0], m[1]): m for m in sheet.merges}
         for number, (island, members) in enumerate(find_islands(sheet)):

@@ -1,0 +1,49 @@
+"""The claims stage as a plain function on a temporary lake: which chunkers get asked."""
+
+from __future__ import annotations
+
+from ingest_pipeline import media_types as mt
+from ingest_pipeline import stages
+from ingest_pipeline.chunkers.base import BaseChunker
+from ingest_pipeline.documents import collect, save_inventory
+from ingest_pipeline.lake import Lake
+from ingest_pipeline.registry import ChunkerRegistry
+from ingest_pipeline.settings import load_settings
+from ingest_pipeline_tests.conftest import write
+
+
+class PdfOnly(BaseChunker):
+    """Claims nothing and fails loudly whenever it is asked about a document."""
+
+    id = "pdf_only"
+    version = 1
+    media_types = frozenset({mt.PDF})
+
+    def chunk(self, content, media_type, pages):
+        raise RuntimeError(f"asked about a {media_type} document")
+
+
+class Anything(PdfOnly):
+    id = "anything"
+    media_types = None
+
+
+def test_a_chunker_whose_media_types_exclude_the_document_gets_an_empty_claim_unasked(data_dir):
+    write(data_dir / "sources" / "notes.md", "# Notes\n\nA short Markdown note.\n")
+    settings = load_settings(data_dir)
+    lake = Lake(settings.lake_root)
+    (entry,) = collect(settings, [settings.source_root])
+    save_inventory(lake, [entry])
+    doc = entry.document_id
+    stages.observe_source(settings, lake, doc, "run")
+    stages.read_document(settings, lake, doc, "run")
+    registry = ChunkerRegistry()
+    for chunker in (PdfOnly(), Anything()):
+        registry.register(chunker)
+
+    skipped = stages.run_chunker(settings, lake, PdfOnly(), registry.info(PdfOnly()), doc, "run")
+    assert skipped.status == "new" and skipped.detail["pieces"] == 0 and "error" not in skipped.detail
+    assert lake.meta("claims", "pdf_only_v1", doc)["error"] is None
+
+    asked = stages.run_chunker(settings, lake, Anything(), registry.info(Anything()), doc, "run")
+    assert asked.status == "failed" and "asked about a text/markdown document" in asked.detail["error"]
