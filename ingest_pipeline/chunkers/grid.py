@@ -40,6 +40,12 @@ def escape_cell(text: str) -> str:
     return _squeeze(text)
 
 
+def flatten_cell(text: str) -> str:
+    """pdf@3's older form of a cell on one line: tabs and newlines as single spaces,
+    nothing trimmed or squeezed (kept so pdf@3's output does not change)."""
+    return text.replace("\t", " ").replace("\n", " ")
+
+
 def _squeeze(text: str) -> str:
     while "  " in text:
         text = text.replace("  ", " ")
@@ -93,6 +99,29 @@ def _layout_for(grid: Grid, rows: Sequence[int], header_rows: int, role: str, wi
     return Layout(role=role, table=TableLayout(rows=len(rows), cols=grid.cols, cells=tuple(cells), header_rows=header_rows))
 
 
+def pack_rows(
+    header: list[int], blocks: Sequence[list[int]], length: Mapping[int, int] | Sequence[int], limit: int
+) -> list[list[int]]:
+    """Rows into pieces: each piece is the header rows then whole blocks of body rows
+    (rows a span ties together), a new piece starting when the next block would take it
+    past ``limit`` characters (``length[r]`` is row r's, newline included). A block
+    longer than the limit makes a piece of its own; no body at all makes one header piece."""
+    header_len = sum(length[r] for r in header)
+    groups: list[list[int]] = []
+    current: list[int] = []
+    size = header_len
+    for block in blocks:
+        block_len = sum(length[r] for r in block)
+        if current and size + block_len > limit:
+            groups.append(header + current)
+            current, size = [], header_len
+        current.extend(block)
+        size += block_len
+    if current or not groups:
+        groups.append(header + current)
+    return groups
+
+
 def table_pieces(
     grid: Grid,
     max_chars: int,
@@ -115,30 +144,15 @@ def table_pieces(
         end = min(cell.row + cell.row_span - 1, grid.rows - 1)
         for r in range(cell.row, end + 1):
             tied_until[r] = max(tied_until[r], end)
-    total = sum(len(line) + 1 for line in lines)
-    groups: list[list[int]] = []
-    if total <= max_chars or header_rows >= grid.rows:
-        groups.append(list(range(grid.rows)))
-    else:
-        header = list(range(header_rows))
-        header_len = sum(len(lines[r]) + 1 for r in header)
-        current: list[int] = []
-        size = header_len
-        r = header_rows
-        while r < grid.rows:
-            end = r
-            while end < grid.rows - 1 and tied_until[end] > end:
-                end += 1
-            block = list(range(r, end + 1))
-            block_len = sum(len(lines[i]) + 1 for i in block)
-            if current and size + block_len > max_chars:
-                groups.append(header + current)
-                current, size = [], header_len
-            current.extend(block)
-            size += block_len
-            r = end + 1
-        if current or not groups:
-            groups.append(header + current)
+    blocks = []
+    r = header_rows
+    while r < grid.rows:
+        end = r
+        while end < grid.rows - 1 and tied_until[end] > end:
+            end += 1
+        blocks.append(list(range(r, end + 1)))
+        r = end + 1
+    groups = pack_rows(list(range(header_rows)), blocks, [len(line) + 1 for line in lines], max_chars)
     by_row: dict[int, list[GridCell]] = {}
     for cell in grid.cells:
         by_row.setdefault(cell.row, []).append(cell)

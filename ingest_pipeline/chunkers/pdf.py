@@ -13,6 +13,7 @@ from pydantic import Field
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
+from ingest_pipeline.chunkers.grid import flatten_cell, pack_rows
 from ingest_pipeline.contract import (
     ChunkPiece,
     Layout,
@@ -211,7 +212,10 @@ def _running(found) -> list[set[int]]:
 
 
 class PdfParagraphsChunker(BaseChunker):
-    """pdf@2: the lines of pdf@1 grouped into paragraphs; renders nothing."""
+    """pdf@2: the lines of pdf@1 grouped into paragraphs; renders nothing.
+
+    Its walk is pdf@3's too: ``page_extra`` adds per-page work on the loaded page (pdf@3
+    finds ruled tables there) and ``page_pieces`` cuts one page."""
 
     id = "pdf"
     version = 2
@@ -219,53 +223,41 @@ class PdfParagraphsChunker(BaseChunker):
     media_types = frozenset({mt.PDF})
     builtin = True
     opt_in = True
+    page_extra = None  # or (page, textpage, frame) -> extra, called with the PDFium lock held
 
     def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
-        from ingest_pipeline.pdf_layout import paragraphs
-
         if not pages:
             return ()
         with opened_pdf(content) as pdf:
             if pdf is None:
                 return ()
-            found = _document_lines(pdf, pages)
+            found = _document_lines(pdf, pages, self.page_extra)
         out = []
-        for (po, lines, frame, _), running in zip(found, _running(found)):
-            pars = paragraphs(lines, frame.height, running)
-            out.append(PageChunks(page=po.page, pieces=tuple(_paragraph_pieces(pars, frame))))
+        for (po, lines, frame, extra), running in zip(found, _running(found)):
+            out.append(PageChunks(page=po.page, pieces=tuple(self.page_pieces(lines, frame, running, extra))))
         return tuple(out)
+
+    def page_pieces(self, lines, frame, running: set[int], extra) -> list[ChunkPiece]:
+        from ingest_pipeline.pdf_layout import paragraphs
+
+        return _paragraph_pieces(paragraphs(lines, frame.height, running), frame)
 
 
 class TableConfig(ChunkerConfig):
     max_table_chars: int = Field(default=2000, ge=50, description="split a table's rows over pieces past this size")
 
 
-class PdfTablesChunker(BaseChunker):
+class PdfTablesChunker(PdfParagraphsChunker):
     """pdf@3: ruled tables as cell grids (header row repeated per piece), the other text
     as pdf@2 paragraphs."""
 
     id = "pdf"
     version = 3
     summary = "a ruled table of a PDF page as a cell grid, or a paragraph outside tables"
-    media_types = frozenset({mt.PDF})
-    builtin = True
-    opt_in = True
     Config = TableConfig
 
-    def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
-        if not pages:
-            return ()
-        with opened_pdf(content) as pdf:
-            if pdf is None:
-                return ()
-            found = _document_lines(pdf, pages, self._grids)
-        out = []
-        for (po, lines, frame, page_grids), running in zip(found, _running(found)):
-            out.append(PageChunks(page=po.page, pieces=tuple(self._page_pieces(lines, frame, running, page_grids))))
-        return tuple(out)
-
     @staticmethod
-    def _grids(page, textpage, frame):
+    def page_extra(page, textpage, frame):
         """The page's ruled tables with their cells filled (lock held by the caller)."""
         import ctypes
 
@@ -289,7 +281,7 @@ class PdfTablesChunker(BaseChunker):
             log.warning("pdf@3 could not read the rules of a page", exc_info=True)
             return []
 
-    def _page_pieces(self, lines, frame, running, grids) -> list[ChunkPiece]:
+    def page_pieces(self, lines, frame, running: set[int], grids) -> list[ChunkPiece]:
         from ingest_pipeline.pdf_layout import paragraphs
 
         def inside(ln, g) -> bool:
@@ -324,8 +316,11 @@ class PdfTablesChunker(BaseChunker):
         return next((k for k, p in enumerate(pars) if p.box[1] >= y0), len(pars))
 
     def _table_pieces(self, grid, frame) -> list[ChunkPiece]:
-        """One piece per run of rows that fits ``max_table_chars``; every piece starts
-        with the header row."""
+        """One piece per run of rows that fits ``max_table_chars`` (grid.pack_rows, as the
+        Office and delimited tables); every piece starts with the header row. Unlike
+        grid.table_pieces, pdf@3 writes a cell's tabs and newlines as plain spaces, drops
+        rows without cells and cuts a row span at a piece's end rather than keeping the
+        rows it ties together: its output is kept as it was cut when pdf@3 was released."""
         rows: dict[int, list] = {}
         for cell in grid.cells:
             rows.setdefault(cell.row, []).append(cell)
@@ -333,28 +328,16 @@ class PdfTablesChunker(BaseChunker):
         def row_text(r: int) -> str:
             texts = [""] * grid.cols
             for cell in rows.get(r, []):
-                texts[cell.col] = cell.text.replace("\t", " ").replace("\n", " ")
+                texts[cell.col] = flatten_cell(cell.text)
             return "\t".join(texts)
 
         header = [0] if grid.rows > 1 else []
         body = [r for r in range(grid.rows) if r not in header and r in rows]
-        limit = self.config.max_table_chars
-        parts: list[list[int]] = []
-        current: list[int] = []
-        size = sum(len(row_text(r)) + 1 for r in header)
-        used = size
-        for r in body:
-            n = len(row_text(r)) + 1
-            if current and used + n > limit:
-                parts.append(current)
-                current, used = [], size
-            current.append(r)
-            used += n
-        if current or not parts:
-            parts.append(current)
+        length = {r: len(row_text(r)) + 1 for r in header + body}
+        parts = pack_rows(header, [[r] for r in body], length, self.config.max_table_chars)
         pieces = []
-        for k, part in enumerate(parts):
-            order = header + part
+        for k, order in enumerate(parts):
+            part = order[len(header):]
             new_row = {r: i for i, r in enumerate(order)}
             cells = []
             boxes = []
