@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import time
 
 import pytest
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.xlsx import XlsxChunker
+from ingest_pipeline.office.xlsx import load_sheets
 from ingest_pipeline.readers import read_pages
 from ingest_pipeline_tests.office_fixtures import read_part, replace_in_part, save_xlsx
 
@@ -132,9 +132,11 @@ def test_declared_dimension_of_the_whole_grid_costs_only_the_real_cells():
     content = replace_in_part(content, "xl/worksheets/sheet1.xml", sheet[sheet.index("<dimension"):sheet.index("/>", sheet.index("<dimension")) + 2],
                               '<dimension ref="A1:XFD1048576"/>')
     content = replace_in_part(content, "xl/worksheets/sheet1.xml", "</sheetData>", padding + "</sheetData>")
-    start = time.perf_counter()
+    # The cost follows what the model holds: the four cells with a value, not the
+    # declared grid nor the 50,000 empty styled cells (no timing: the machine is shared).
+    (sheet_model,) = load_sheets(content)
+    assert sorted(sheet_model.cells) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     (table,) = chunk(content)[1]
-    assert time.perf_counter() - start < 5
     assert table.text == "h1\th2\n1\t2"
 
 
@@ -145,9 +147,8 @@ def test_a_sparse_island_spanning_the_sheet_becomes_a_cell_list_quickly():
     for r in range(20_000):
         ws.append([f"v{r}"])  # and a long first column
     content = save_xlsx(wb)
-    start = time.perf_counter()
     pieces = chunk(content)[1]
-    assert time.perf_counter() - start < 20
+    # a cell list, not a 20,001 x 16,384 grid (which would not fit in memory)
     assert pieces and all(p.content_type == "cells" for p in pieces)
     assert pieces[0].text.startswith("A1\th0\nB1\th1") and pieces[-1].text.endswith("A20001\tv19999")
     assert all(len(p.text) <= 2000 for p in pieces)

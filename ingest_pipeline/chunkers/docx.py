@@ -37,7 +37,7 @@ class DocxChunker(OoxmlChunker):
     walks_unread_parts = True
 
     def parts(self, content: bytes) -> list:
-        from ingest_pipeline.readers.docx import load_docx
+        from ingest_pipeline.office.docx import load_docx
 
         return load_docx(content)
 

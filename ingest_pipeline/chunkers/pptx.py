@@ -1,7 +1,7 @@
 """pptx@1 and pptx@2: a chunk per text-bearing shape, table, chart or diagram and an
 image chunk per raster picture, each at the box the slide states.
 
-Boxes come from the shared slide walk (``readers/pptx.py``): group transforms composed
+Boxes come from the shared slide walk (``office/pptx.py``): group transforms composed
 down nested groups, placeholder frames inherited from layout then master. A hidden shape
 (or any shape of a hidden slide) gets ``bbox_reason=hidden``; a frame that cannot be
 worked out gets ``unresolved``. Reading order is the title first, then top to bottom and
@@ -32,7 +32,7 @@ class PptxChunker(OoxmlChunker):
     table_cells = False
 
     def parts(self, content: bytes) -> list:
-        from ingest_pipeline.readers.pptx import load_presentation
+        from ingest_pipeline.office.pptx import load_presentation
 
         return load_presentation(content)
 

@@ -131,7 +131,7 @@ class XlsxChunker(OoxmlChunker):
     Config = XlsxConfig
 
     def parts(self, content: bytes) -> list:
-        from ingest_pipeline.readers.xlsx import load_sheets
+        from ingest_pipeline.office.xlsx import load_sheets
 
         return load_sheets(content)
 
