@@ -53,13 +53,12 @@ def floor(docs) -> int:
 
 def run_chunker(chunker, docs) -> int:
     from ingest_pipeline import media_types as mt
-    from ingest_pipeline.readers.base import document_password
+    from ingest_pipeline.contract import SourceBytes
 
     pieces = 0
     for content, password, pages in docs:
-        with document_password(password):
-            for pc in chunker.chunk(content, mt.PDF, pages):
-                pieces += len(pc.pieces)
+        for pc in chunker.chunk(SourceBytes(content, password), mt.PDF, pages):
+            pieces += len(pc.pieces)
     return pieces
 
 

@@ -266,10 +266,37 @@ class PageChunks:
         object.__setattr__(self, "pieces", tuple(self.pieces))
 
 
+class SourceBytes(bytes):
+    """A document's bytes as a chunker receives them, with the password that opens them.
+
+    It is ``bytes``, so a chunker that only reads bytes needs nothing new; one that reopens
+    an encrypted document (the PDF chunkers) takes ``password_of(content)``. The password
+    is in no repr, log line or stored row: the stage passes it from the settings' password
+    list to the chunker and nowhere else.
+    """
+
+    password: str | None
+
+    def __new__(cls, content: bytes, password: str | None = None) -> SourceBytes:
+        obj = super().__new__(cls, content)
+        obj.password = password
+        return obj
+
+    def __reduce__(self):  # pickled to the parse worker with its password
+        return (SourceBytes, (bytes(self), self.password))
+
+
+def password_of(content: bytes) -> str | None:
+    """The password ``content`` carries (SourceBytes), else None."""
+    return getattr(content, "password", None)
+
+
 @runtime_checkable
 class Chunker(Protocol):
     """What the registry needs of a chunker. ``builtin``, ``fallback``, ``opt_in``,
-    ``media_types`` and ``summary`` are optional and read with getattr."""
+    ``media_types`` and ``summary`` are optional and read with getattr. ``content`` is
+    the document's bytes, as SourceBytes when the pipeline calls it (with the password
+    the document needs, if any)."""
 
     id: str
     version: int

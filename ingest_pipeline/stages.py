@@ -325,11 +325,11 @@ def chunk_document(
     chunker: Any, content: bytes, media_type: str, pages: tuple[PageOutput, ...], password: str | None
 ) -> tuple[tuple[PageChunks, ...], list[dict[str, Any]], dict[str, Any]]:
     """One chunker's answer for a document, its own checks and metrics (runs in the parse
-    worker, so everything here is picklable)."""
-    from ingest_pipeline.readers.base import document_password
+    worker, so everything here is picklable). The password reaches the chunker inside
+    its content (SourceBytes)."""
+    from ingest_pipeline.contract import SourceBytes
 
-    with document_password(password):
-        answer = tuple(chunker.chunk(content, media_type, pages) or ())
+    answer = tuple(chunker.chunk(SourceBytes(content, password), media_type, pages) or ())
     ref = f"{getattr(chunker, 'id', '?')}@{getattr(chunker, 'version', '?')}"
     for item in answer:
         if not isinstance(item, PageChunks):

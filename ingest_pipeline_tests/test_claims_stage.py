@@ -9,7 +9,7 @@ from ingest_pipeline.documents import collect, save_inventory
 from ingest_pipeline.lake import Lake
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import load_settings
-from ingest_pipeline_tests.conftest import write
+from ingest_pipeline_tests.conftest import CORPUS, requires_corpus, write
 
 
 class PdfOnly(BaseChunker):
@@ -47,3 +47,24 @@ def test_a_chunker_whose_media_types_exclude_the_document_gets_an_empty_claim_un
 
     asked = stages.run_chunker(settings, lake, Anything(), registry.info(Anything()), doc, "run")
     assert asked.status == "failed" and "asked about a text/markdown document" in asked.detail["error"]
+
+
+@requires_corpus
+def test_an_encrypted_pdf_is_chunked_with_the_password_the_stage_passes(data_dir):
+    from ingest_pipeline.chunkers.pdf import PdfLinesChunker
+
+    name = "pypdf-samples__libreoffice-writer-password.pdf"
+    write(data_dir / "sources" / name, (CORPUS / "files" / "pdf" / name).read_bytes())
+    (data_dir / "passwords.toml").write_text(f'"{name}" = "openpassword"\n')
+    settings = load_settings(data_dir)
+    lake = Lake(settings.lake_root)
+    (entry,) = collect(settings, [settings.source_root])
+    save_inventory(lake, [entry])
+    doc = entry.document_id
+    stages.observe_source(settings, lake, doc, "run")
+    stages.read_document(settings, lake, doc, "run")
+    chunker = PdfLinesChunker()
+    outcome = stages.run_chunker(settings, lake, chunker, ChunkerRegistry().info(chunker), doc, "run")
+    assert outcome.status == "new" and outcome.detail["pieces"] > 0
+    stored = lake.read("claims", "pdf_v1", doc).to_pylist()
+    assert "openpassword" not in repr(stored) and "openpassword" not in repr(lake.meta("claims", "pdf_v1", doc))

@@ -22,10 +22,10 @@ from ingest_pipeline.chunkers.pdf import (
     PdfParagraphsChunker,
     PdfTablesChunker,
 )
-from ingest_pipeline.contract import validate_bbox
+from ingest_pipeline.contract import SourceBytes, validate_bbox
 from ingest_pipeline.merge import Claim, merge_claims
 from ingest_pipeline.readers import read_pages
-from ingest_pipeline.readers.base import ReadOptions, document_password
+from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline.readers.pdf import DocumentError
 from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
 
@@ -74,8 +74,8 @@ def answers(corpus):
     }
     out = {}
     for name, (content, password, pages) in corpus.items():
-        with document_password(password):
-            out[name] = {ref: c.chunk(content, mt.PDF, pages) for ref, c in chunkers.items()}
+        keyed = SourceBytes(content, password)
+        out[name] = {ref: c.chunk(keyed, mt.PDF, pages) for ref, c in chunkers.items()}
     return out
 
 

@@ -248,17 +248,23 @@ def test_render_failure_costs_only_that_page(monkeypatch):  # T-D3
 
 
 @requires_corpus
-def test_encrypted_pdf_is_read_with_the_context_password():
-    from ingest_pipeline.readers.base import document_password
+def test_encrypted_pdf_is_read_with_the_password_its_content_carries():
+    import pickle
+
+    from ingest_pipeline.contract import SourceBytes
     from ingest_pipeline_tests.conftest import CORPUS
 
     path = CORPUS / "files/pdf/pypdf-samples__libreoffice-writer-password.pdf"
     content = path.read_bytes()
     pages = PdfTextReader().read(content, PDF, ReadOptions(password="openpassword"))
     assert PdfLinesChunker().chunk(content, PDF, pages) == ()  # no password: not mine
-    with document_password("openpassword"):
-        answer = PdfLinesChunker().chunk(content, PDF, pages)
+    assert PdfLinesChunker().chunk(SourceBytes(content, "wrong"), PDF, pages) == ()
+    keyed = SourceBytes(content, "openpassword")
+    assert "openpassword" not in repr(keyed) and keyed == content
+    answer = PdfLinesChunker().chunk(keyed, PDF, pages)
     assert answer and answer[0].pieces
+    # the parse worker gets it pickled: the password travels with the bytes
+    assert PdfLinesChunker().chunk(pickle.loads(pickle.dumps(keyed)), PDF, pages) == answer
 
 
 def test_chunker_modules_import_no_parser():

@@ -21,6 +21,7 @@ from ingest_pipeline.contract import (
     PageOutput,
     TableCell,
     TableLayout,
+    password_of,
 )
 
 log = logging.getLogger(__name__)
@@ -41,14 +42,13 @@ def chunk_dpi() -> float:
 
 @contextmanager
 def opened_pdf(content: bytes) -> Iterator[object | None]:
-    """The document under PDFIUM_LOCK (None if it will not open), closed afterwards.
-    The password comes from the pipeline's CURRENT_PASSWORD context variable."""
-    from ingest_pipeline.readers.base import CURRENT_PASSWORD
+    """The document under PDFIUM_LOCK (None if it will not open), closed afterwards,
+    opened with the password the content carries (SourceBytes), if any."""
     from ingest_pipeline.readers.pdf import PDFIUM_LOCK, DocumentError, open_pdf
 
     with PDFIUM_LOCK:
         try:
-            pdf = open_pdf(content, CURRENT_PASSWORD.get())
+            pdf = open_pdf(content, password_of(content))
         except DocumentError:
             pdf = None
         except Exception:  # noqa: BLE001 - bytes PDFium chokes on are "not mine" (B18)

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -36,17 +33,3 @@ def password_for(name: str, passwords: Mapping[str, str]) -> str | None:
         if pattern in (name, base) or fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(base, pattern):
             return password
     return None
-
-
-CURRENT_PASSWORD: ContextVar[str | None] = ContextVar("ingest_pipeline_document_password", default=None)
-
-
-@contextmanager
-def document_password(password: str | None) -> Iterator[None]:
-    """Make a document's password visible to the chunkers that reopen its bytes, without
-    putting it in their arguments (and so never in logs or stored configuration)."""
-    token = CURRENT_PASSWORD.set(password)
-    try:
-        yield
-    finally:
-        CURRENT_PASSWORD.reset(token)
