@@ -257,7 +257,7 @@ class PdfTablesChunker(PdfParagraphsChunker):
     Config = TableConfig
 
     @staticmethod
-    def page_extra(page, textpage, frame):
+    def _grids(page, textpage, frame):
         """The page's ruled tables with their cells filled (lock held by the caller)."""
         import ctypes
 
@@ -280,6 +280,8 @@ class PdfTablesChunker(PdfParagraphsChunker):
         except Exception:  # noqa: BLE001 - a page whose rules will not parse keeps its paragraphs
             log.warning("pdf@3 could not read the rules of a page", exc_info=True)
             return []
+
+    page_extra = _grids  # the hook pdf@2's walk calls on each loaded page
 
     def page_pieces(self, lines, frame, running: set[int], grids) -> list[ChunkPiece]:
         from ingest_pipeline.pdf_layout import paragraphs
