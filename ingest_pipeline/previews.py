@@ -1,7 +1,7 @@
 """Page previews for materialization metadata: a page with its chunk boxes drawn on it.
 
 A PDF page is rendered by PDFium in *display space* (crop box and ``/Rotate`` applied,
-origin top-left), the space the chunkers normalize their boxes in (see ``pdf_layout``),
+origin top-left), the space the chunkers normalize their boxes in (see ``layout.frames``),
 so a normalized box maps onto the picture by scaling alone. Other media types (slides,
 whose boxes are normalized to the slide) get a white canvas of the slide's aspect.
 

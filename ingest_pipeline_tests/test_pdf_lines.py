@@ -270,7 +270,8 @@ def test_encrypted_pdf_is_read_with_the_password_its_content_carries():
 def test_chunker_modules_import_no_parser():
     code = (
         "import sys\n"
-        "import ingest_pipeline.chunkers.pdf, ingest_pipeline.chunkers.lines, ingest_pipeline.pdf_layout\n"
+        "import ingest_pipeline.chunkers.pdf, ingest_pipeline.chunkers.lines\n"
+        "import ingest_pipeline.layout.pdfium_text, ingest_pipeline.layout.paragraphs, ingest_pipeline.layout.ruled_tables\n"
         "import ingest_pipeline.readers.ocr\n"
         "heavy = ('pypdfium2', 'rapidocr_onnxruntime', 'numpy', 'PIL', 'cv2', 'onnxruntime')\n"
         "print(','.join(m for m in heavy if m in sys.modules))\n"

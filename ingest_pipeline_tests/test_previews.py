@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.pdf_layout import PageFrame
+from ingest_pipeline.layout.frames import PageFrame
 from ingest_pipeline.previews import (
     BOX_COLOURS,
     PNG_BUDGET,
@@ -111,7 +111,7 @@ def test_rotation_and_crop_box_give_the_display_space_the_chunkers_use(rotate, c
     if rotate in (90, 270):
         assert image.width > image.height  # a portrait page turned a quarter: landscape
 
-    # the square's centre, mapped the way pdf_layout maps text, is where PDFium drew it
+    # the square's centre, mapped the way layout.frames maps text, is where PDFium drew it
     x, y = frame.point(150, 650)
     centre = (int(x / frame.width * image.width), int(y / frame.height * image.height))
     assert sum(image.getpixel(centre)) < 100

@@ -56,7 +56,9 @@ class LineParagraphsChunker(BaseChunker):
     opt_in = True
 
     def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
-        from ingest_pipeline.pdf_layout import Line, order_lines, paragraphs
+        from ingest_pipeline.layout.lines import Line
+        from ingest_pipeline.layout.paragraphs import paragraphs
+        from ingest_pipeline.layout.reading_order import order_lines
 
         out = []
         for page in pages:

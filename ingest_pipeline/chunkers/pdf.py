@@ -31,7 +31,7 @@ _UNREAD = ("failed", "unreadable")
 
 def chunk_dpi() -> float:
     """Rendering DPI from ``INGEST_CHUNK_DPI`` (default 120)."""
-    from ingest_pipeline.pdf_layout import DEFAULT_DPI, DPI_ENV
+    from ingest_pipeline.layout.frames import DEFAULT_DPI, DPI_ENV
 
     try:
         dpi = float(os.environ.get(DPI_ENV, "") or DEFAULT_DPI)
@@ -68,7 +68,8 @@ def _page_lines(pdf, index: int, extra=None):
 
     import pypdfium2.raw as raw
 
-    from ingest_pipeline.pdf_layout import extract_lines, page_frame
+    from ingest_pipeline.layout.frames import page_frame
+    from ingest_pipeline.layout.pdfium_text import extract_lines
 
     page = pdf[index]
     try:
@@ -202,7 +203,7 @@ def _paragraph_pieces(paragraphs, frame) -> list[ChunkPiece]:
 
 
 def _running(found) -> list[set[int]]:
-    from ingest_pipeline.pdf_layout import running_lines
+    from ingest_pipeline.layout.paragraphs import running_lines
 
     marks = running_lines([f[1] for f in found], [f[2].height for f in found])
     per_page: list[set[int]] = [set() for _ in found]
@@ -238,7 +239,7 @@ class PdfParagraphsChunker(BaseChunker):
         return tuple(out)
 
     def page_pieces(self, lines, frame, running: set[int], extra) -> list[ChunkPiece]:
-        from ingest_pipeline.pdf_layout import paragraphs
+        from ingest_pipeline.layout.paragraphs import paragraphs
 
         return _paragraph_pieces(paragraphs(lines, frame.height, running), frame)
 
@@ -263,20 +264,20 @@ class PdfTablesChunker(PdfParagraphsChunker):
 
         import pypdfium2.raw as raw
 
-        from ingest_pipeline.pdf_layout import (
-            fill_grids,
-            find_grids,
+        from ingest_pipeline.layout.pdfium_text import page_text
+        from ingest_pipeline.layout.ruled_tables import (
+            fill_ruled_tables,
+            find_ruled_tables,
             page_rules,
-            page_text,
-            usable_grid,
+            usable_ruled_table,
         )
 
         try:
-            grids = find_grids(page_rules(page, frame, raw, ctypes))
+            grids = find_ruled_tables(page_rules(page, frame, raw, ctypes))
             if not grids:
                 return []
-            fill_grids(grids, textpage, frame, raw, ctypes, page_text(textpage, raw))
-            return [g for g in grids if usable_grid(g)]
+            fill_ruled_tables(grids, textpage, frame, raw, ctypes, page_text(textpage, raw))
+            return [g for g in grids if usable_ruled_table(g)]
         except Exception:  # noqa: BLE001 - a page whose rules will not parse keeps its paragraphs
             log.warning("pdf@3 could not read the rules of a page", exc_info=True)
             return []
@@ -284,7 +285,7 @@ class PdfTablesChunker(PdfParagraphsChunker):
     page_extra = _grids  # the hook pdf@2's walk calls on each loaded page
 
     def page_pieces(self, lines, frame, running: set[int], grids) -> list[ChunkPiece]:
-        from ingest_pipeline.pdf_layout import paragraphs
+        from ingest_pipeline.layout.paragraphs import paragraphs
 
         def inside(ln, g) -> bool:
             x0, y0, x1, y1 = g.box
