@@ -21,20 +21,90 @@ def _schema_file(lake: Lake, table: str) -> str:
         lake.fs.create_dir(f"{lake.root}/_schemas", recursive=True)
         with lake.fs.open_output_stream(path) as sink:
             pq.write_table(pa.Table.from_pylist([], schema=tables.PUBLIC[table]), sink)
-    return path
+    return _location(lake, path)
+
+
+def _location(lake: Lake, path: str) -> str:
+    """A lake path as DuckDB names it: a local path, or ``s3://bucket/key``."""
+    return f"{lake.uri.split('://', 1)[0]}://{path}" if is_remote(lake) else path
 
 
 def _sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def is_remote(lake: Lake) -> bool:
+    return "://" in lake.uri
+
+
 def view_sql(lake: Lake, table: str) -> str:
     has_files = next(iter(lake.files(table)), None) is not None
     if has_files:
-        source = f"{lake.root}/{table}/**/*.parquet"
+        source = _location(lake, f"{lake.root}/{table}/**/*.parquet")
         return (f"SELECT * FROM read_parquet({_sql_string(source)}, union_by_name=true, "
                 f"hive_partitioning=false)")
     return f"SELECT * FROM read_parquet({_sql_string(_schema_file(lake, table))})"
+
+
+# ---------------------------------------------------------------- object storage
+# DuckDB reads s3:// through its httpfs extension. Extensions are never downloaded at run
+# time: where httpfs is installed (``INSTALL httpfs`` once, on a machine with network, or
+# baked into the image), views read the bucket directly with a temporary secret built from
+# the AWS variables (kept in memory, never in the catalog file); where it is not, an
+# in-memory connection reads the same Parquet files through pyarrow's S3 filesystem.
+
+
+def s3_secret_sql(environ: dict[str, str] | None = None) -> str:
+    """``CREATE TEMPORARY SECRET`` from the AWS variables (endpoint, region, keys)."""
+    env = dict(os.environ if environ is None else environ)
+    parts = ["TYPE s3"]
+    key, secret = env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")
+    if key and secret:
+        parts += [f"KEY_ID {_sql_string(key)}", f"SECRET {_sql_string(secret)}"]
+        if env.get("AWS_SESSION_TOKEN"):
+            parts.append(f"SESSION_TOKEN {_sql_string(env['AWS_SESSION_TOKEN'])}")
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region:
+        parts.append(f"REGION {_sql_string(region)}")
+    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        scheme, _, host = endpoint.partition("://")
+        parts += [f"ENDPOINT {_sql_string(host.rstrip('/'))}", "URL_STYLE 'path'",
+                  f"USE_SSL {'true' if scheme == 'https' else 'false'}"]
+    return f"CREATE OR REPLACE TEMPORARY SECRET ingest_s3 ({', '.join(parts)})"
+
+
+def load_httpfs(con: Any) -> bool:
+    """Load DuckDB's httpfs if it is installed; never download it."""
+    import duckdb
+
+    con.execute("SET autoinstall_known_extensions = false")
+    try:
+        con.execute("LOAD httpfs")
+    except duckdb.Error:
+        return False
+    con.execute(s3_secret_sql())
+    return True
+
+
+def _register_datasets(con: Any, lake: Lake) -> dict[str, str]:
+    """Temporary views over pyarrow datasets of the lake's files (any pyarrow filesystem)."""
+    import pyarrow.dataset as ds
+
+    created = {}
+    for table in VIEWS:
+        schema = tables.PUBLIC[table]
+        files = list(lake.files(table))
+        data = ds.dataset(files, schema=schema, filesystem=lake.fs, format="parquet") if files else \
+            pa.Table.from_pylist([], schema=schema)
+        con.register(f"lake_{table}", data)
+        sql = f'SELECT * FROM "lake_{table}"'
+        con.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {sql}')
+        created[table] = sql
+    for name, sql in DERIVED.items():
+        con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS {sql}')
+        created[name] = sql
+    return created
 
 
 # Views over the public ones, for audits. ``chunk_lineage``: every chunk with the source it
@@ -68,6 +138,8 @@ DERIVED = {
 
 def create_views(con: Any, lake: Lake) -> dict[str, str]:
     """(Re)create every public view on a DuckDB connection; returns the SQL of each."""
+    if is_remote(lake) and not load_httpfs(con):
+        return _register_datasets(con, lake)
     created = {}
     for table in VIEWS:
         sql = view_sql(lake, table)
@@ -80,14 +152,30 @@ def create_views(con: Any, lake: Lake) -> dict[str, str]:
 
 
 def build_catalog(lake: Lake, path: str) -> dict[str, int]:
-    """Write the views into the catalog file (views only, no data); returns row counts."""
+    """Write the views into the catalog file (views only, no data); returns row counts.
+    On an object store without httpfs no file can hold the views: the counts come from
+    an in-memory connection and the file is left alone."""
     import duckdb
 
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    con = duckdb.connect(path)
+    con = duckdb.connect(":memory:" if is_remote(lake) and not _httpfs_available() else path)
     try:
         create_views(con, lake)
         return {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchall()[0][0] for t in VIEWS}
+    finally:
+        con.close()
+
+
+def _httpfs_available() -> bool:
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("LOAD httpfs")
+        return True
+    except duckdb.Error:
+        return False
     finally:
         con.close()
 

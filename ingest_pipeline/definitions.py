@@ -18,6 +18,8 @@ from ingest_pipeline.settings import Settings, load_settings
 
 INGEST_JOB = "ingest_documents"
 CATALOG_JOB = "refresh_catalog"
+# The kind of work a run does; deploy/dagster.yaml limits concurrent runs per kind.
+WORK_TAG = "ingest_pipeline/work"
 
 
 def executor_for(settings: Settings):
@@ -43,10 +45,10 @@ def build_definitions(settings: Settings) -> Definitions:
     in_use = [a for a in chunk_assets if a.key.path[-1] in used]
     ingest_job = define_asset_job(
         INGEST_JOB, selection=AssetSelection.assets(sources, pages, *in_use, *profile_assets),
-        partitions_def=documents_partitions,
+        partitions_def=documents_partitions, tags={WORK_TAG: "ingest"},
         description="The per-document assets the profiles need, for a batch of documents (one run, many partitions).",
     )
-    catalog_job = define_asset_job(CATALOG_JOB, selection=AssetSelection.assets(catalog),
+    catalog_job = define_asset_job(CATALOG_JOB, selection=AssetSelection.assets(catalog), tags={WORK_TAG: "catalog"},
                                    description="Rebuild the DuckDB views over the lake.")
     evals = [build_eval_asset(profile) for profile in settings.profiles]
     return Definitions(

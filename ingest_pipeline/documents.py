@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from ingest_pipeline import tables
+from ingest_pipeline import object_store, tables
 from ingest_pipeline.identity import document_id
 from ingest_pipeline.lake import Lake
 from ingest_pipeline.settings import Settings
@@ -42,7 +42,10 @@ def walk_files(folder: str) -> list[str]:
 
 def entry_for(settings: Settings, file_path: str, base: str | None = None) -> DocumentEntry:
     """Name a file: under the source root its id comes from its relative path (so the
-    data folder can move); elsewhere from its absolute path."""
+    data folder can move); elsewhere from its absolute path. A URI (an object in a
+    bucket) is named the same way, relative to a source root that is a URI too."""
+    if object_store.is_uri(file_path):
+        return _object_entry(settings, file_path, base)
     absolute = os.path.abspath(file_path)
     root = os.path.abspath(settings.source_root)
     if os.path.commonpath([absolute, root]) == root:
@@ -55,11 +58,33 @@ def entry_for(settings: Settings, file_path: str, base: str | None = None) -> Do
     return DocumentEntry(document_id=document_id(key, label), path=label, uri=absolute)
 
 
+def _object_entry(settings: Settings, uri: str, base: str | None) -> DocumentEntry:
+    root = object_store.absolute(settings.source_root) + "/"
+    if uri.startswith(root):
+        label = uri[len(root):]
+        key = f"sources:{label}"
+    else:
+        anchor = (base.rstrip("/").rsplit("/", 1)[0] if base else uri.rsplit("/", 1)[0]) + "/"
+        label = uri[len(anchor):] if uri.startswith(anchor) else uri.rsplit("/", 1)[-1]
+        key = f"file:{uri}"
+    return DocumentEntry(document_id=document_id(key, label), path=label, uri=uri)
+
+
 def collect(settings: Settings, paths: Iterable[str]) -> list[DocumentEntry]:
     """Entries for files and folders (recursively), in a stable order, without repeats."""
     entries: dict[str, DocumentEntry] = {}
     for path in paths:
-        if os.path.isdir(path):
+        if object_store.is_uri(path):
+            if object_store.is_folder(path):
+                found = [uri for _, uri, _ in object_store.walk(path)]
+            elif object_store.exists(path):
+                found, path = [path], None
+            else:
+                raise FileNotFoundError(f"no such file or folder: {path}")
+            for uri in found:
+                entry = entry_for(settings, uri, base=path)
+                entries.setdefault(entry.document_id, entry)
+        elif os.path.isdir(path):
             for file_path in walk_files(path):
                 entry = entry_for(settings, file_path, base=path)
                 entries.setdefault(entry.document_id, entry)
@@ -98,9 +123,14 @@ def load_inventory(lake: Lake) -> dict[str, DocumentEntry]:
 
 def vanished(inventory: dict[str, DocumentEntry], roots: Iterable[str]) -> list[DocumentEntry]:
     """Known documents under any of ``roots`` whose file no longer exists."""
-    folders = [os.path.abspath(r) for r in roots if os.path.isdir(r)]
+    folders = [os.path.abspath(r) for r in roots if not object_store.is_uri(r) and os.path.isdir(r)]
+    prefixes = [r.rstrip("/") + "/" for r in roots if object_store.is_uri(r)]
     gone = []
     for entry in inventory.values():
+        if object_store.is_uri(entry.uri):
+            if any(entry.uri.startswith(p) for p in prefixes) and not object_store.exists(entry.uri):
+                gone.append(entry)
+            continue
         inside = any(os.path.commonpath([entry.uri, f]) == f for f in folders)
         if inside and not os.path.exists(entry.uri):
             gone.append(entry)

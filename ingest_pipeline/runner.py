@@ -67,7 +67,8 @@ def ingest(
     settings, lake = pipeline.settings, pipeline.lake
     instance = instance or instance_for(settings.dagster_home)
     roots = list(paths) or [settings.source_root]
-    os.makedirs(settings.source_root, exist_ok=True)
+    if "://" not in settings.source_root:
+        os.makedirs(settings.source_root, exist_ok=True)
     entries = collect(settings, roots)
     report = IngestReport(documents=len(entries), paths={e.document_id: e.path for e in entries})
 

@@ -7,8 +7,9 @@ import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+from ingest_pipeline import object_store
 
 CONFIG_FILE = "ingest_pipeline.toml"
 PASSWORDS_FILE = "passwords.toml"
@@ -36,8 +37,10 @@ class Profile:
 class Settings:
     """Everything a run needs to know about its storage root and configuration.
 
-    ``data`` is the storage root; today a local folder, addressed through pyarrow's
-    filesystem layer by the lake so an object-store URI can take its place.
+    ``data`` is the storage root: a local folder or an object-store URI
+    (``s3://bucket/prefix``). The lake, LanceDB and the source root live under it; the
+    catalog file and the Dagster home are local files, so for a URI root they live in
+    ``$INGEST_LOCAL`` (default ``./.ingest_local``) and the instance in ``$DAGSTER_HOME``.
     """
 
     data: str
@@ -61,23 +64,32 @@ class Settings:
 
     @property
     def source_root(self) -> str:
-        return os.path.join(self.data, "sources")
+        return os.environ.get("INGEST_SOURCES") or object_store.join(self.data, "sources")
 
     @property
     def lake_root(self) -> str:
-        return os.path.join(self.data, "lake")
+        return object_store.join(self.data, "lake")
 
     @property
     def lancedb_uri(self) -> str:
-        return os.path.join(self.data, "lancedb")
+        return object_store.join(self.data, "lancedb")
+
+    @property
+    def local_root(self) -> str:
+        """Where the files that must be local go (the catalog, a default Dagster home)."""
+        if not object_store.is_uri(self.data):
+            return self.data
+        return os.path.abspath(os.environ.get("INGEST_LOCAL") or ".ingest_local")
 
     @property
     def catalog_path(self) -> str:
-        return os.path.join(self.data, "catalog.duckdb")
+        return os.path.join(self.local_root, "catalog.duckdb")
 
     @property
     def dagster_home(self) -> str:
-        return os.path.join(self.data, "dagster_home")
+        if object_store.is_uri(self.data) and os.environ.get("DAGSTER_HOME"):
+            return os.environ["DAGSTER_HOME"]
+        return os.path.join(self.local_root, "dagster_home")
 
     def profile(self, name: str | None = None) -> Profile:
         name = name or self.default_profile
@@ -105,16 +117,23 @@ def builtin_profiles() -> tuple[Profile, ...]:
 
 def default_data_dir() -> str:
     """``$INGEST_DATA``, else ``./data``."""
-    return os.path.abspath(os.environ.get("INGEST_DATA") or "data")
+    return object_store.absolute(os.environ.get("INGEST_DATA") or "data")
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        return object_store.read_bytes(path).decode("utf-8")
+    except FileNotFoundError:
+        return None
 
 
 def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
     """Settings for a storage root, from its ``ingest_pipeline.toml`` and ``passwords.toml``."""
-    root = os.path.abspath(os.fspath(data)) if data else default_data_dir()
+    root = object_store.absolute(os.fspath(data)) if data else default_data_dir()
     config: dict[str, Any] = {}
-    path = Path(root) / CONFIG_FILE
-    if path.exists():
-        config = tomllib.loads(path.read_text(encoding="utf-8"))
+    text = _read_text(object_store.join(root, CONFIG_FILE))
+    if text is not None:
+        config = tomllib.loads(text)
     profiles = list(builtin_profiles())
     for name, body in (config.get("profiles") or {}).items():
         if not _PROFILE_NAME.match(name):
@@ -132,9 +151,9 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         else:
             profiles.append(profile)
     passwords: dict[str, str] = {}
-    pw_file = os.environ.get("INGEST_PASSWORDS") or str(Path(root) / PASSWORDS_FILE)
-    if Path(pw_file).exists():
-        raw = tomllib.loads(Path(pw_file).read_text(encoding="utf-8"))
+    pw_text = _read_text(os.environ.get("INGEST_PASSWORDS") or object_store.join(root, PASSWORDS_FILE))
+    if pw_text is not None:
+        raw = tomllib.loads(pw_text)
         passwords = {str(k): str(v) for k, v in (raw.get("passwords", raw)).items()}
     limits = config.get("limits") or {}
     dagster_cfg = config.get("dagster") or {}

@@ -9,7 +9,6 @@ Assets and the CLI are thin callers of these.
 from __future__ import annotations
 
 import json
-import os
 import time
 import traceback
 from collections.abc import Iterable, Sequence
@@ -20,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ingest_pipeline import media_types, tables
+from ingest_pipeline import media_types, object_store, tables
 from ingest_pipeline.contract import ChunkPiece, Layout, LocatedLine, PageChunks, PageOutput
 from ingest_pipeline.documents import DocumentEntry, load_entry
 from ingest_pipeline.embedding import Embedder
@@ -118,11 +117,11 @@ def observe_source(settings: Settings, lake: Lake, document: str, run_id: str) -
     if entry is None:
         raise StageError(f"document {document} is not in the inventory; ingest its file first")
     try:
-        stat = os.stat(entry.uri)
+        stat = object_store.stat(entry.uri)
     except FileNotFoundError:
         raise StageError(f"source file is gone: {entry.path}") from None
-    if stat.st_size > settings.max_file_bytes:
-        raise StageError(f"file is {stat.st_size} bytes, over the limit of {settings.max_file_bytes}")
+    if stat.size > settings.max_file_bytes:
+        raise StageError(f"file is {stat.size} bytes, over the limit of {settings.max_file_bytes}")
     content = _read_file(entry)
     sha = sha256_bytes(content)
     media = media_types.detect(content, entry.path)
@@ -137,7 +136,7 @@ def observe_source(settings: Settings, lake: Lake, document: str, run_id: str) -
         "media_type": media,
         "bytes": len(content),
         "sha256": sha,
-        "mtime": datetime.fromtimestamp(stat.st_mtime, timezone.utc),
+        "mtime": datetime.fromtimestamp(stat.mtime, timezone.utc),
         "status": "observed",
         "observed_at": _now(),
         "run_id": run_id,
@@ -149,8 +148,7 @@ def observe_source(settings: Settings, lake: Lake, document: str, run_id: str) -
 
 
 def _read_file(entry: DocumentEntry) -> bytes:
-    with open(entry.uri, "rb") as handle:
-        return handle.read()
+    return object_store.read_bytes(entry.uri)
 
 
 def load_source(lake: Lake, document: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -163,8 +161,7 @@ def load_source(lake: Lake, document: str) -> tuple[dict[str, Any], dict[str, An
 def source_bytes(source: dict[str, Any]) -> bytes:
     """The bytes the source row describes; refuses bytes that changed since."""
     try:
-        with open(source["uri"], "rb") as handle:
-            content = handle.read()
+        content = object_store.read_bytes(source["uri"])
     except FileNotFoundError:
         raise StageError(f"source file is gone: {source['path']}") from None
     if sha256_bytes(content) != source["sha256"]:

@@ -51,7 +51,9 @@ def _quote(value: str) -> str:
 
 class VectorIndex:
     """LanceDB tables under one URI. Writers are serialized (concurrent upserts to one
-    table conflict): a lock per process and, on a local folder, a lock file."""
+    table conflict): a lock per process and, on a local folder, a lock file. On an object
+    store there is no lock file; across processes the ``lancedb`` pool (one slot, in the
+    Dagster instance) serializes the writing steps."""
 
     def __init__(self, uri: str, dim: int) -> None:
         self.uri = uri
@@ -63,9 +65,11 @@ class VectorIndex:
         if self._db is None:
             import lancedb
 
+            from ingest_pipeline.object_store import lancedb_storage_options
+
             if "://" not in self.uri:
                 os.makedirs(self.uri, exist_ok=True)
-            self._db = lancedb.connect(self.uri)
+            self._db = lancedb.connect(self.uri, storage_options=lancedb_storage_options(self.uri))
         return self._db
 
     @contextlib.contextmanager

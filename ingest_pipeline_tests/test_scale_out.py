@@ -1,0 +1,160 @@
+"""Past one machine, as far as this one allows: PostgreSQL and an S3 server on loopback,
+the production dagster.yaml, two ingest runs at once onto the object store, and the same
+chunk ids as a local single-process ingest."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
+from ingest_pipeline_tests.servers import start_postgres, start_s3
+
+ROOT = Path(__file__).resolve().parents[1]
+# Four born-digital PDFs (7 pages) and the one no library opens, which must end as an
+# errors row. Not all 17: OCR costs ~2 CPU s a page and the model ~14 passages/s, which
+# prove nothing about storage, and every object-store request goes to a Python server.
+SUBSET = ["docling__2305.03393v1-pg9.pdf", "docling__amt_handbook_sample.pdf", "docling__code_and_formula.pdf",
+          "pypdf-samples__multicolumn.pdf", "pypdf-samples__unreadablemetadata.pdf"]
+S3_SECRET = "Scale-0ut-S3-secret-9f2c"
+PG_PASSWORD = "Scale-0ut-pg-password-41d7"
+
+
+@pytest.fixture
+def servers(tmp_path):
+    pg = start_postgres(PG_PASSWORD)
+    try:
+        s3 = start_s3(tmp_path)
+    except BaseException:
+        pg.stop()
+        raise
+    try:
+        yield pg, s3
+    finally:
+        s3.stop()
+        pg.stop()
+
+
+def _chunk_ids(data: str) -> list[str]:
+    from ingest_pipeline.catalog import query
+    from ingest_pipeline.lake import Lake
+    from ingest_pipeline.settings import load_settings
+
+    lake = Lake(load_settings(data).lake_root)
+    return sorted(query(lake, "SELECT chunk_id FROM chunks").column("chunk_id").to_pylist())
+
+
+@requires_corpus
+def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tmp_path, servers, monkeypatch):
+    pg, s3 = servers
+    sources = tmp_path / "pdfs"
+    sources.mkdir()
+    for name in SUBSET:
+        shutil.copy(CORPUS / "files" / "pdf" / name, sources / name)
+
+    # The anchor: one process, local disk, the SQLite instance.
+    from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
+    from ingest_pipeline.runner import ingest
+
+    local = tmp_path / "local"
+    (local / "sources").mkdir(parents=True)
+    report = ingest(fresh_pipeline(local), [str(sources)])
+    assert len(report.failed) == 1 and len(report.new) == len(SUBSET) - 1
+    expected = _chunk_ids(str(local))
+    assert expected
+
+    # The object store and the production instance, through the environment only.
+    env = {"AWS_ACCESS_KEY_ID": "scale-test", "AWS_SECRET_ACCESS_KEY": S3_SECRET, "AWS_REGION": "us-east-1",
+           "AWS_ENDPOINT_URL": s3.endpoint, **pg.env()}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("INGEST_LOCAL", str(tmp_path / "local_cache"))
+    import boto3
+
+    boto3.client("s3", endpoint_url=s3.endpoint).create_bucket(Bucket="lake")
+    data = "s3://lake/scale"
+
+    from dagster import DagsterInstance
+
+    from ingest_pipeline.definitions import CATALOG_JOB, build_definitions
+    from ingest_pipeline.documents import collect, save_inventory
+    from ingest_pipeline.partitions import DOCUMENTS
+    from ingest_pipeline.pipeline import pipeline_for
+    from ingest_pipeline.resources import IngestResource
+    from ingest_pipeline.runner import QUIET
+
+    instance = DagsterInstance.get()
+    assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+    assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+    assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+
+    pipeline_for.cache_clear()
+    pipeline = pipeline_for(data)
+    assert pipeline.settings.lake_root == "s3://lake/scale/lake"
+    entries = collect(pipeline.settings, [str(sources)])
+    save_inventory(pipeline.lake, entries)
+    instance.add_dynamic_partitions(DOCUMENTS, [e.document_id for e in entries])
+    keys = instance.get_dynamic_partitions(DOCUMENTS)
+    half = len(keys) // 2
+    batches = [keys[:half], keys[half:]]
+
+    logs = []
+    procs = []
+    for i, batch in enumerate(batches):
+        log = tmp_path / f"run{i}.log"
+        logs.append(log)
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "ingest_pipeline_tests.run_range", data, batch[0], batch[-1]],
+            cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT, env={**os.environ}))
+    codes = [p.wait(timeout=900) for p in procs]
+    assert codes == [0, 0], [log.read_text()[-3000:] for log in logs]
+
+    runs = instance.get_run_records()
+    ingest_runs = [r for r in runs if r.dagster_run.job_name == "ingest_documents"]
+    assert len(ingest_runs) == 2
+    (a, b) = sorted(ingest_runs, key=lambda r: r.start_time)
+    assert b.start_time < a.end_time, "the two runs did not overlap in time"
+    assert {r.dagster_run.tags["ingest_pipeline/work"] for r in ingest_runs} == {"ingest"}
+    # The lancedb pool's slots live in PostgreSQL: one slot, taken by both runs in turn.
+    assert instance.event_log_storage.get_concurrency_info("lancedb").slot_count == 1
+
+    build_definitions(pipeline.settings).resolve_job_def(CATALOG_JOB).execute_in_process(
+        instance=instance, resources={"ingest": IngestResource(data=data)}, run_config=QUIET)
+
+    got = _chunk_ids(data)
+    assert got == expected  # the same chunks, none lost, none twice
+    # LanceDB on the bucket holds exactly the served profile's chunks, once each.
+    served = pipeline.settings.default_profile
+    from ingest_pipeline.catalog import query
+
+    rows = pipeline.index.open(served).to_arrow().column("chunk_id").to_pylist()
+    in_lake = query(pipeline.lake, f"SELECT chunk_id FROM chunks WHERE profile = '{served}'").column(
+        "chunk_id").to_pylist()
+    assert sorted(rows) == sorted(in_lake) and len(set(rows)) == len(rows)
+    errors = query(pipeline.lake, "SELECT path FROM errors").column("path").to_pylist()
+    assert errors == ["pdfs/pypdf-samples__unreadablemetadata.pdf"]
+
+    # Credentials nowhere: not in any object of the bucket, the instance database or a log.
+    s3c = boto3.client("s3", endpoint_url=s3.endpoint)
+    objects = [o["Key"] for page in s3c.get_paginator("list_objects_v2").paginate(Bucket="lake")
+               for o in page.get("Contents", [])]
+    assert any(k.startswith("scale/lancedb/") for k in objects) and any(k.startswith("scale/lake/") for k in objects)
+    for key in objects:
+        body = s3c.get_object(Bucket="lake", Key=key)["Body"].read()
+        assert S3_SECRET.encode() not in body and PG_PASSWORD.encode() not in body, key
+    dump = pg.dump()
+    assert b"ingest_documents" in dump  # the dump really holds the runs
+    assert S3_SECRET.encode() not in dump and PG_PASSWORD.encode() not in dump
+    texts = [log.read_bytes() for log in logs] + [s3.log.read_bytes(), pg.log.read_bytes()]
+    texts += [p.read_bytes() for p in home.rglob("*") if p.is_file() and p.name != "dagster.yaml"]
+    for text in texts:
+        assert S3_SECRET.encode() not in text and PG_PASSWORD.encode() not in text
