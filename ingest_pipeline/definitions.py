@@ -8,6 +8,7 @@ from ingest_pipeline.assets.chunks import build_chunk_assets
 from ingest_pipeline.assets.evaluation import build_eval_asset
 from ingest_pipeline.assets.profiles import build_profile_assets
 from ingest_pipeline.assets.sources import pages, sources
+from ingest_pipeline.deployment import k8s_run_tags
 from ingest_pipeline.embedding import MiniLMEmbedder
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.readers import reader_ids
@@ -45,10 +46,11 @@ def build_definitions(settings: Settings) -> Definitions:
     in_use = [a for a in chunk_assets if a.key.path[-1] in used]
     ingest_job = define_asset_job(
         INGEST_JOB, selection=AssetSelection.assets(sources, pages, *in_use, *profile_assets),
-        partitions_def=documents_partitions, tags={WORK_TAG: "ingest"},
+        partitions_def=documents_partitions, tags={WORK_TAG: "ingest", **k8s_run_tags("ingest")},
         description="The per-document assets the profiles need, for a batch of documents (one run, many partitions).",
     )
-    catalog_job = define_asset_job(CATALOG_JOB, selection=AssetSelection.assets(catalog), tags={WORK_TAG: "catalog"},
+    catalog_job = define_asset_job(CATALOG_JOB, selection=AssetSelection.assets(catalog),
+                                   tags={WORK_TAG: "catalog", **k8s_run_tags("catalog")},
                                    description="Rebuild the DuckDB views over the lake.")
     evals = [build_eval_asset(profile) for profile in settings.profiles]
     return Definitions(

@@ -178,6 +178,11 @@ def build_source_sensor(job, catalog_job, interval_seconds: int = 15):
                         "ones in batches (a file counts as seen once its run ended; failed runs are asked "
                         "again), refreshes the catalog after them, and removes the rows of deleted files.")
     def source_files_sensor(context: SensorEvaluationContext, ingest: IngestResource):
-        return evaluate_source_folder(context, ingest.pipeline(), job.name, catalog_job.name)
+        p = ingest.pipeline()
+        if p.settings.shard_scheme is not None:  # partitions are shards of documents
+            from ingest_pipeline.shard_sensor import evaluate_shards
+
+            return evaluate_shards(context, p, job.name, catalog_job.name)
+        return evaluate_source_folder(context, p, job.name, catalog_job.name)
 
     return source_files_sensor

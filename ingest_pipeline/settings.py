@@ -61,6 +61,18 @@ class Settings:
     # A batch of documents a run covers; runs that fail are re-requested this many times.
     run_batch: int = 25
     run_retries: int = 2
+    # What a partition of ``documents`` is: one document, or (large collections) a hash
+    # shard of document ids or a top-level folder. See ingest_pipeline.shards.
+    partition_mode: str = "document"
+    shard_count: int = 4096
+
+    @property
+    def shard_scheme(self):
+        if self.partition_mode == "document":
+            return None
+        from ingest_pipeline.shards import ShardScheme
+
+        return ShardScheme(self.partition_mode, self.shard_count)
 
     @property
     def source_root(self) -> str:
@@ -160,6 +172,10 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
     executor = str(os.environ.get("INGEST_EXECUTOR") or dagster_cfg.get("executor", "in_process"))
     if executor not in ("in_process", "multiprocess"):
         raise ValueError(f"executor {executor!r} must be 'in_process' or 'multiprocess'")
+    partitioning = config.get("partitions") or {}
+    mode = str(os.environ.get("INGEST_PARTITION_MODE") or partitioning.get("mode", "document"))
+    if mode not in ("document", "hash", "folder"):
+        raise ValueError(f"[partitions] mode must be document, hash or folder, not {mode!r}")
     return Settings(
         data=root,
         profiles=tuple(profiles),
@@ -174,4 +190,6 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         executor=executor,
         run_batch=int(dagster_cfg.get("run_batch", 25)),
         run_retries=int(dagster_cfg.get("run_retries", 2)),
+        partition_mode=mode,
+        shard_count=int(partitioning.get("shards", 4096)),
     )

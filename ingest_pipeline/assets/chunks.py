@@ -16,7 +16,13 @@ from dagster import (
 )
 
 from ingest_pipeline import stages
-from ingest_pipeline.assets.common import BATCH_POLICY, findings_table, for_each_document, report_partitions
+from ingest_pipeline.assets.common import (
+    BATCH_POLICY,
+    document_keys,
+    findings_table,
+    for_each_document,
+    report_partitions,
+)
 from ingest_pipeline.assets.sources import pages
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry, chunker_config
@@ -84,10 +90,11 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any):
             active = type(chunker)(overrides)
             active_info = ChunkerRegistry.info(p.registry, active)
         started = time.perf_counter()
-        outcomes = for_each_document(context, context.partition_keys, lambda doc: stages.guarded(
+        outcomes = for_each_document(context, document_keys(context, p), lambda doc: stages.guarded(
             p.lake, f"chunks/{active_info.ref}", doc, context.run_id,
             stages.run_chunker, p.settings, p.lake, active, active_info, doc, context.run_id, worker))
-        metas = {doc: p.lake.meta("claims", active_info.asset_name, doc) or {} for doc in context.partition_keys}
+        metas = {doc: p.lake.meta("claims", active_info.asset_name, doc) or {}
+                 for doc in document_keys(context, p)}
 
         def own(outcome):
             meta = metas.get(outcome.document, {})

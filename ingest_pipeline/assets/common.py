@@ -45,6 +45,30 @@ def retrieval_eval_key(profile: str) -> AssetKey:
     return AssetKey(f"retrieval_eval_{profile}")
 
 
+def document_keys(context: AssetExecutionContext, p, register: bool = False) -> list[str]:
+    """The documents a run works on: its partition keys, a shard key (shard mode) standing
+    for the documents of its manifest. ``register`` writes their inventory rows first."""
+    from ingest_pipeline.documents import DocumentEntry, save_inventory
+    from ingest_pipeline.shards import documents_of
+
+    scheme = p.settings.shard_scheme
+    if scheme is None:
+        return list(context.partition_keys)
+    found, shard_of = [], {}
+    for key in context.partition_keys:
+        for doc, path, uri in documents_of(p.lake, scheme, [key]):
+            found.append((doc, path, uri))
+            shard_of[doc] = key
+    _SHARD_OF[context.run_id] = shard_of
+    if register:
+        save_inventory(p.lake, [DocumentEntry(d, path, uri) for d, path, uri in found if uri])
+    return [d for d, _, _ in found]
+
+
+# Shard mode: run id -> {document: its shard's partition key}, for report_partitions.
+_SHARD_OF: dict[str, dict[str, str]] = {}
+
+
 def for_each_document(
     context: AssetExecutionContext, keys: Iterable[str], step: Callable[[str], Outcome]
 ) -> list[Outcome]:
@@ -97,8 +121,24 @@ def report_partitions(
     context: AssetExecutionContext, outcomes: Sequence[Outcome], started: float,
     extra: Callable[[Outcome], Mapping[str, Any]] | None = None,
 ) -> None:
-    """Attach each document's own metadata to its own partition's materialization."""
+    """Attach each document's own metadata to its own partition's materialization (in shard
+    mode, to its shard's: a count per status and a row per document)."""
     seconds = round(time.perf_counter() - started, 3)
+    shard_of = _SHARD_OF.get(context.run_id)
+    if shard_of is not None:
+        by_shard: dict[str, list[Outcome]] = {}
+        for outcome in outcomes:
+            by_shard.setdefault(shard_of.get(outcome.document, outcome.document), []).append(outcome)
+        for shard, members in by_shard.items():
+            metadata: dict[str, Any] = {"documents": MetadataValue.int(len(members)),
+                                        "run_seconds": MetadataValue.float(seconds)}
+            for status in sorted({o.status for o in members}):
+                metadata[f"documents_{status}"] = MetadataValue.int(sum(o.status == status for o in members))
+            metadata["per_document"] = findings_table(
+                [{"document": o.document, "status": o.status, "reason": o.detail.get("reason", "")}
+                 for o in members])
+            context.add_asset_metadata(metadata, partition_key=shard)
+        return
     for outcome in outcomes:
         metadata = outcome_metadata(outcome, extra(outcome) if extra else None)
         metadata["run_documents"] = MetadataValue.int(len(outcomes))

@@ -19,6 +19,7 @@ from ingest_pipeline.assets.chunks import chunk_asset_key
 from ingest_pipeline.assets.common import (
     BATCH_POLICY,
     chunk_map_key,
+    document_keys,
     embeddings_key,
     findings_table,
     for_each_document,
@@ -60,11 +61,11 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
     def _chunk_map(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
         p = ingest.pipeline()
         started = time.perf_counter()
-        outcomes = for_each_document(context, context.partition_keys, lambda doc: stages.guarded(
+        outcomes = for_each_document(context, document_keys(context, p), lambda doc: stages.guarded(
             p.lake, f"chunk_map/{profile.name}", doc, context.run_id, stages.build_chunk_map,
             p.lake, p.registry, profile, p.embedder, doc, context.run_id))
         rows_by_doc: dict[str, list[dict]] = {}
-        for doc in context.partition_keys:
+        for doc in document_keys(context, p):
             table = p.lake.read("chunks", profile.name, doc)
             rows_by_doc[doc] = table.drop_columns(["image"]).to_pylist() if table is not None else []
 
@@ -80,9 +81,9 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
             return extra
 
         report_partitions(context, outcomes, started, own)
-        rows = [r for doc in context.partition_keys for r in rows_by_doc[doc]]
+        rows = [r for doc in document_keys(context, p) for r in rows_by_doc[doc]]
         pages_read = []
-        for doc in context.partition_keys:
+        for doc in document_keys(context, p):
             table = p.lake.read("pages", doc, columns=["document_id", "page", "status", "text"])
             if table is not None:
                 pages_read.extend(r for r in table.to_pylist() if r["status"] == "read" and r["text"])
@@ -98,7 +99,7 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
     def _embeddings(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
         p = ingest.pipeline()
         started = time.perf_counter()
-        outcomes = stages.embed_documents(p.lake, p.embedder, profile, list(context.partition_keys), context.run_id)
+        outcomes = stages.embed_documents(p.lake, p.embedder, profile, document_keys(context, p), context.run_id)
         report_partitions(context, outcomes, started, lambda o: {"model": p.embedder.model_id})
         return MaterializeResult()
 
@@ -113,13 +114,13 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
     def _lancedb(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
         p = ingest.pipeline()
         started = time.perf_counter()
-        outcomes = for_each_document(context, context.partition_keys, lambda doc: stages.guarded(
+        outcomes = for_each_document(context, document_keys(context, p), lambda doc: stages.guarded(
             p.lake, f"lancedb/{profile.name}", doc, context.run_id, stages.index_document,
             p.lake, p.index, profile, doc, context.run_id))
         if any(o.status == "new" for o in outcomes):
             p.index.refresh_text_index(profile.name)
         mismatches, counts = [], {}
-        for doc in context.partition_keys:
+        for doc in document_keys(context, p):
             emb = p.lake.read("chunks", profile.name, doc, columns=["chunk_id"])
             expected = emb.num_rows if emb is not None else 0
             actual = counts[doc] = p.index.count(profile.name, doc)

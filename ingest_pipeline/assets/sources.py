@@ -6,7 +6,7 @@ import time
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
 from ingest_pipeline import stages
-from ingest_pipeline.assets.common import BATCH_POLICY, for_each_document, report_partitions
+from ingest_pipeline.assets.common import BATCH_POLICY, document_keys, for_each_document, report_partitions
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.resources import IngestResource, ParseWorkerResource
 
@@ -17,7 +17,7 @@ def sources(context: AssetExecutionContext, ingest: IngestResource) -> Materiali
     """A source file: media type detected from its bytes, size, sha256, mtime and path."""
     p = ingest.pipeline()
     started = time.perf_counter()
-    outcomes = for_each_document(context, context.partition_keys, lambda key: stages.guarded(
+    outcomes = for_each_document(context, document_keys(context, p, register=True), lambda key: stages.guarded(
         p.lake, "sources", key, context.run_id, stages.observe_source, p.settings, p.lake, key, context.run_id))
     report_partitions(context, outcomes, started)
     return MaterializeResult()
@@ -30,7 +30,7 @@ def pages(context: AssetExecutionContext, ingest: IngestResource, parse: ParseWo
     p = ingest.pipeline()
     worker = parse.worker()
     started = time.perf_counter()
-    outcomes = for_each_document(context, context.partition_keys, lambda key: stages.guarded(
+    outcomes = for_each_document(context, document_keys(context, p), lambda key: stages.guarded(
         p.lake, "pages", key, context.run_id, stages.read_document, p.settings, p.lake, key, context.run_id, worker))
     report_partitions(context, outcomes, started)
     return MaterializeResult()

@@ -1,0 +1,191 @@
+"""Shard mode, for collections past Dagster's comfortable partition count (~100,000): a
+partition of the ``documents`` set is a shard of documents instead of one document.
+
+Only the partitioning changes. Every stage still works one document at a time under its
+own document id, so chunk ids, lineage columns, the lake layout and the public tables
+are those of document mode. A shard is either a hash shard of document ids
+(``shard-00042-of-04096``) or a top-level folder of the source root
+(``folder-<slug>-<hash>``); neither can be mistaken for a document id, whose last part is
+always ten hex digits. The sensor keeps one digest per shard and a manifest per shard
+(``shard_manifests/<mode>/<shard>.parquet``), so a tick lists the source root once, and
+only a shard whose digest moved is read and compared file by file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from ingest_pipeline.identity import document_id
+from ingest_pipeline.lake import Lake
+
+MODES = ("document", "hash", "folder")
+_HASH_KEY = re.compile(r"^shard-(\d{5})-of-(\d{5})$")
+_FOLDER_KEY = re.compile(r"^folder-[a-z0-9-]*-[0-9a-f]{8}$")
+_SLUG = re.compile(r"[^a-z0-9]+")
+MANIFEST = pa.schema([
+    ("document_id", pa.string()),
+    ("path", pa.string()),
+    ("uri", pa.string()),
+    ("size", pa.int64()),
+    ("mtime_ns", pa.int64()),
+])
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A file as a listing reports it: path relative to the source root, where it is, and
+    the (size, mtime) signature a change is detected by."""
+
+    path: str
+    uri: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class ShardScheme:
+    mode: str = "hash"  # hash | folder
+    count: int = 4096  # hash shards
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("hash", "folder"):
+            raise ValueError(f"shard mode must be 'hash' or 'folder', not {self.mode!r}")
+        if not 1 <= self.count <= 99_999:
+            raise ValueError("shard count must be between 1 and 99999")
+
+    def shard_of(self, document: str, path: str) -> str:
+        """A document's shard: in hash mode by the hash every document id ends with."""
+        if self.mode == "hash":
+            return self._hash_key(int(document[-10:], 16))
+        return self._folder_key(path)
+
+    def shard_of_path(self, path: str) -> str:
+        """The same shard from a path under the source root, without building the id (the
+        id's hash is sha256 of ``sources:<path>``): what a tick does for every file."""
+        if self.mode == "hash":
+            return self._hash_key(int(hashlib.sha256(f"sources:{path}".encode()).hexdigest()[:10], 16))
+        return self._folder_key(path)
+
+    def _hash_key(self, value: int) -> str:
+        return f"shard-{value % self.count:05d}-of-{self.count:05d}"
+
+    @staticmethod
+    def _folder_key(path: str) -> str:
+        top = path.split("/", 1)[0] if "/" in path else ""
+        slug = _SLUG.sub("-", top.lower()).strip("-")[:40].strip("-")
+        return f"folder-{slug}-{hashlib.sha256(top.encode()).hexdigest()[:8]}"
+
+
+def is_shard_key(key: str) -> bool:
+    return bool(_HASH_KEY.match(key) or _FOLDER_KEY.match(key))
+
+
+def source_document_id(path: str) -> str:
+    """The id of a file under the source root: the one document mode gives it."""
+    return document_id(f"sources:{path}", path)
+
+
+def digest(entries: Iterable[Listed]) -> str:
+    """A shard's signature: any new, removed, resized or touched file changes it."""
+    h = hashlib.blake2b(digest_size=8)
+    for e in sorted(entries, key=lambda e: e.path):
+        h.update(f"{e.path}\0{e.size}\0{e.mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def group(listing: Iterable[Listed], scheme: ShardScheme) -> dict[str, list[Listed]]:
+    """Shard key -> its files, for one listing of the source root."""
+    shards: dict[str, list[Listed]] = defaultdict(list)
+    for item in listing:
+        shards[scheme.shard_of_path(item.path)].append(item)
+    return shards
+
+
+@dataclass
+class ShardChange:
+    shard: str
+    new: list[tuple[str, Listed]]
+    changed: list[tuple[str, Listed]]
+    removed: list[str]  # document ids
+
+
+@dataclass
+class Scan:
+    digests: dict[str, str]  # every shard seen in this listing
+    changes: list[ShardChange]  # shards whose digest moved, at most ``limit`` of them
+    vanished_shards: list[str]  # shards with no file left
+    deferred: int  # changed shards left for the next tick
+    files: int
+
+
+def manifest_table(scheme: ShardScheme) -> str:
+    return f"shard_manifests/{scheme.mode}"
+
+
+def read_manifest(lake: Lake, scheme: ShardScheme, shard: str) -> dict[str, tuple[str, str, int, int]]:
+    table = lake.read(manifest_table(scheme), shard)
+    if table is None:
+        return {}
+    cols = table.to_pydict()
+    return {d: (p, u, s, m) for d, p, u, s, m in zip(cols["document_id"], cols["path"], cols["uri"], cols["size"],
+                                                  cols["mtime_ns"])}
+
+
+def write_manifest(lake: Lake, scheme: ShardScheme, shard: str, members: Sequence[tuple[str, Listed]]) -> None:
+    rows = sorted(members, key=lambda m: m[0])
+    lake.write(manifest_table(scheme), (shard,), pa.table({
+        "document_id": [d for d, _ in rows], "path": [e.path for _, e in rows], "uri": [e.uri for _, e in rows],
+        "size": [e.size for _, e in rows], "mtime_ns": [e.mtime_ns for _, e in rows]}, schema=MANIFEST))
+
+
+def scan(lake: Lake, scheme: ShardScheme, listing: Iterable[Listed], previous: Mapping[str, str],
+         limit: int = 256) -> Scan:
+    """Compare a listing with the last tick's shard digests; for at most ``limit`` moved
+    shards, diff against the shard's manifest and write the new manifest."""
+    shards = group(listing, scheme)
+    files = sum(len(m) for m in shards.values())
+    digests = {shard: digest(members) for shard, members in shards.items()}
+    moved = sorted(s for s, d in digests.items() if previous.get(s) != d)
+    vanished = sorted(s for s in previous if s not in shards)
+    changes = []
+    for shard in moved[:limit]:
+        before = read_manifest(lake, scheme, shard)
+        members = [(source_document_id(e.path), e) for e in shards[shard]]
+        new = [(d, e) for d, e in members if d not in before]
+        changed = [(d, e) for d, e in members if d in before and before[d][2:] != (e.size, e.mtime_ns)]
+        present = {d for d, _ in members}
+        removed = sorted(d for d in before if d not in present)
+        write_manifest(lake, scheme, shard, members)
+        changes.append(ShardChange(shard, new, changed, removed))
+    # Shards past the limit keep their old digest, so the next tick sees them as moved.
+    kept = {s: d for s, d in digests.items() if s not in set(moved[limit:])}
+    kept.update({s: previous[s] for s in moved[limit:] if s in previous})
+    for shard in vanished:  # every document of a shard with no file left is removed
+        changes.append(ShardChange(shard, [], [], sorted(read_manifest(lake, scheme, shard))))
+        lake.delete(manifest_table(scheme), shard)
+    return Scan(kept, changes, vanished, max(0, len(moved) - limit), files)
+
+
+def list_source_root(root: str) -> Iterator[Listed]:
+    """The source root (a folder or a bucket prefix) as a listing."""
+    from ingest_pipeline import object_store
+
+    for rel, uri, st in object_store.walk(root):
+        yield Listed(rel, uri, st.size, st.mtime_ns)
+
+
+def documents_of(lake: Lake, scheme: ShardScheme | None, keys: Iterable[str]) -> Iterator[tuple[str, str, str]]:
+    """(document id, path, uri) of every document of the given partition keys: a shard
+    key expands to its manifest's documents, a document id stands for itself."""
+    for key in keys:
+        if scheme is None or not is_shard_key(key):
+            yield key, "", ""
+            continue
+        for doc, (path, uri, _, _) in sorted(read_manifest(lake, scheme, key).items()):
+            yield doc, path, uri

@@ -1,0 +1,136 @@
+"""Shard mode: a partition is a shard of documents, and nothing a user reads changes."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from dagster import build_sensor_context
+
+from ingest_pipeline.catalog import query
+from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB, build_definitions
+from ingest_pipeline.identity import document_id
+from ingest_pipeline.instance import instance_for
+from ingest_pipeline.partitions import DOCUMENTS
+from ingest_pipeline.resources import IngestResource
+from ingest_pipeline.runner import QUIET, ingest
+from ingest_pipeline.shard_sensor import evaluate_shards
+from ingest_pipeline.shards import Listed, ShardScheme, is_shard_key, scan, source_document_id
+from ingest_pipeline.lake import Lake
+from ingest_pipeline_tests.conftest import write
+from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
+
+DOCS = {
+    "notes/watering.md": "# Watering\n\nTomatoes need two litres a day in summer.\n\n## Night\n\nNever water at night.\n",
+    "notes/pests.txt": "Aphids gather under basil leaves.\nNeem oil keeps them away for a week.\n",
+    "reports/q1.csv": "crop,kg\ntomato,48\nbasil,3\n",
+    "top.txt": "A document at the top of the source root.\n",
+}
+
+
+def test_shard_keys_never_look_like_document_ids_and_every_document_has_one_shard():
+    ids = [document_id(f"sources:{p}", p) for p in ("a.txt", "shard-00001-of-00004", "folder-x-1234abcd")]
+    assert not any(is_shard_key(i) for i in ids)
+    hashed, folders = ShardScheme("hash", 4), ShardScheme("folder")
+    keys = {hashed.shard_of(source_document_id(p), p) for p in DOCS}
+    assert all(is_shard_key(k) and k.endswith("-of-00004") for k in keys)
+    by_folder = {p: folders.shard_of(source_document_id(p), p) for p in DOCS}
+    assert by_folder["notes/watering.md"] == by_folder["notes/pests.txt"] != by_folder["reports/q1.csv"]
+    assert all(is_shard_key(k) for k in by_folder.values())
+    for scheme in (hashed, folders):  # the tick's shortcut agrees with the document's own shard
+        assert all(scheme.shard_of_path(p) == scheme.shard_of(source_document_id(p), p) for p in DOCS)
+    with pytest.raises(ValueError):
+        ShardScheme("weekly")
+
+
+def test_scan_finds_the_one_changed_file_and_defers_past_its_limit(tmp_path):
+    lake, scheme = Lake(str(tmp_path / "lake")), ShardScheme("hash", 64)
+    listing = [Listed(f"d/{i:04d}.txt", f"/x/d/{i:04d}.txt", 10, 1_000 + i) for i in range(2_000)]
+    first = scan(lake, scheme, listing, {}, limit=40)
+    assert len(first.changes) == 40 and first.deferred == 24 and len(first.digests) == 40
+    second = scan(lake, scheme, listing, first.digests, limit=40)
+    assert len(second.changes) == 24 and second.deferred == 0
+    third = scan(lake, scheme, listing, second.digests)
+    assert third.changes == []
+    touched = listing.copy()
+    touched[1234] = Listed(touched[1234].path, touched[1234].uri, 11, 9_999)
+    del touched[7]
+    fourth = scan(lake, scheme, touched, third.digests)
+    found = {(c.shard, tuple(e.path for _, e in c.changed), tuple(c.removed)) for c in fourth.changes}
+    assert sorted(e.path for c in fourth.changes for _, e in c.changed) == ["d/1234.txt"]
+    assert [d for c in fourth.changes for d in c.removed] == [source_document_id("d/0007.txt")]
+    assert len(found) <= 2
+
+
+def _run_sensor_tick(p, instance, cursor):
+    defs = build_definitions(p.settings)
+    context = build_sensor_context(instance=instance, cursor=cursor)
+    result = evaluate_shards(context, p, INGEST_JOB, CATALOG_JOB)
+    for request in result.dynamic_partitions_requests:
+        if type(request).__name__ == "AddDynamicPartitionsRequest":
+            instance.add_dynamic_partitions(DOCUMENTS, list(request.partition_keys))
+    resources = {"ingest": IngestResource(data=p.settings.data)}
+    for request in result.run_requests or []:
+        job = defs.resolve_job_def(request.job_name)
+        outcome = job.execute_in_process(instance=instance, tags=request.tags, resources=resources,
+                                         run_config=QUIET, raise_on_error=False)
+        assert outcome.success
+    return result
+
+
+def _lake_files(lake_root):
+    found = set()
+    for folder, _, files in os.walk(lake_root):
+        for name in files:
+            rel = os.path.relpath(os.path.join(folder, name), lake_root)
+            if not rel.startswith(("shard_manifests", "_schemas", "embedding_cache")):
+                found.add(rel)
+    return found
+
+
+LINEAGE = ("SELECT chunk_id, label, profile, document_id, path, page, chunker, config_hash, reader, "
+           "source_sha256 FROM chunks ORDER BY chunk_id, profile")
+
+
+def test_shard_mode_cuts_the_same_chunks_into_the_same_lake(tmp_path):
+    by_document, by_shard = tmp_path / "documents" / "data", tmp_path / "shards" / "data"
+    for root in (by_document, by_shard):
+        for rel, text in DOCS.items():
+            write(root / "sources" / rel, text)
+    write(by_shard / "ingest_pipeline.toml", "[partitions]\nmode = \"hash\"\nshards = 2\n")
+
+    plain = fresh_pipeline(by_document)
+    assert plain.settings.shard_scheme is None
+    report = ingest(plain)
+    assert not report.failed
+
+    sharded = fresh_pipeline(by_shard)
+    assert sharded.settings.shard_scheme == ShardScheme("hash", 2)
+    instance = instance_for(sharded.settings.dagster_home)
+    first = _run_sensor_tick(sharded, instance, None)
+    keys = instance.get_dynamic_partitions(DOCUMENTS)
+    assert keys and len(keys) <= 2 and all(is_shard_key(k) for k in keys)
+
+    rows_doc = query(plain.lake, LINEAGE).to_pylist()
+    rows_shard = query(sharded.lake, LINEAGE).to_pylist()
+    assert rows_doc and rows_shard == rows_doc
+    assert _lake_files(plain.settings.lake_root) == _lake_files(sharded.settings.lake_root)
+    for view in ("sources", "pages", "claims", "embeddings", "errors"):
+        cols = query(plain.lake, f"DESCRIBE {view}").column("column_name").to_pylist()
+        assert query(sharded.lake, f"DESCRIBE {view}").column("column_name").to_pylist() == cols
+    served = sharded.settings.default_profile
+    assert sharded.index.count(served) == plain.index.count(served) > 0
+
+    idle = _run_sensor_tick(sharded, instance, first.cursor)
+    assert not idle.run_requests and idle.skip_reason
+
+    os.remove(by_shard / "sources" / "top.txt")
+    write(by_shard / "sources" / "notes" / "pests.txt", "Aphids gather under basil leaves.\nLadybirds eat them.\n")
+    changed = _run_sensor_tick(sharded, instance, idle.cursor)
+    pests, top = source_document_id("notes/pests.txt"), source_document_id("top.txt")
+    texts = query(sharded.lake, f"SELECT text FROM chunks WHERE document_id = '{pests}'").column("text").to_pylist()
+    assert any("Ladybirds" in t for t in texts) and not any("Neem" in t for t in texts)
+    assert query(sharded.lake, f"SELECT count(*) AS n FROM chunks WHERE document_id = '{top}'").to_pylist()[0][
+        "n"] == 0
+    assert sharded.index.count(served, top) == 0
+    assert len([r for r in changed.run_requests if r.job_name == INGEST_JOB]) == 1
