@@ -166,3 +166,14 @@ def test_the_image_installs_the_deploy_extra_and_checks_the_model_is_inside():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert "'.[deploy]'" in dockerfile and any(d.startswith("dagster-k8s") for d in extras["deploy"])
     assert "default_embedder()" in dockerfile  # the build fails if the model is not in the image
+
+
+def test_the_committed_local_instance_config_is_the_one_new_roots_get_and_dagster_accepts_it():
+    from dagster._config import process_config
+    from dagster._core.instance.config import dagster_instance_config_schema
+
+    from ingest_pipeline.instance import DAGSTER_YAML
+
+    committed = (ROOT / "data" / "dagster_home" / "dagster.yaml").read_text()
+    assert committed == DAGSTER_YAML
+    assert process_config(dagster_instance_config_schema(), yaml.safe_load(committed)).success

@@ -109,11 +109,13 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
 
     logs = []
     procs = []
-    for i, batch in enumerate(batches):
+    # One run in process, the other with the multiprocess executor (a process per step,
+    # each with its own PDFium and model; their LanceDB step waits for the pool's slot).
+    for i, (batch, executor) in enumerate(zip(batches, ("in_process", "multiprocess"))):
         log = tmp_path / f"run{i}.log"
         logs.append(log)
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "ingest_pipeline_tests.run_range", data, batch[0], batch[-1]],
+            [sys.executable, "-m", "ingest_pipeline_tests.run_range", data, batch[0], batch[-1], executor],
             cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT, env={**os.environ}))
     codes = [p.wait(timeout=900) for p in procs]
     assert codes == [0, 0], [log.read_text()[-3000:] for log in logs]
@@ -124,6 +126,9 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
     (a, b) = sorted(ingest_runs, key=lambda r: r.start_time)
     assert b.start_time < a.end_time, "the two runs did not overlap in time"
     assert {r.dagster_run.tags["ingest_pipeline/work"] for r in ingest_runs} == {"ingest"}
+    step_pids = [{rec.dagster_event.pid for rec in instance.all_logs(r.dagster_run.run_id)
+                  if rec.dagster_event and rec.dagster_event.event_type_value == "STEP_START"} for r in ingest_runs]
+    assert sorted(len(p) for p in step_pids)[0] == 1 and sorted(len(p) for p in step_pids)[1] > 2
     # The lancedb pool's slots live in PostgreSQL: one slot, taken by both runs in turn.
     assert instance.event_log_storage.get_concurrency_info("lancedb").slot_count == 1
 
