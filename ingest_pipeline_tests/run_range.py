@@ -12,7 +12,7 @@ import sys
 from dagster import DagsterInstance, execute_job, reconstructable
 
 from ingest_pipeline.definitions import INGEST_JOB, build_definitions
-from ingest_pipeline.resources import IngestResource
+from ingest_pipeline.resources import resources_for
 from ingest_pipeline.runner import QUIET
 from ingest_pipeline.sensors import range_tags
 from ingest_pipeline.settings import load_settings
@@ -27,12 +27,14 @@ def main(data: str, first: str, last: str, executor: str = "in_process") -> int:
     instance = DagsterInstance.get()
     if executor == "multiprocess":
         os.environ["INGEST_DATA"] = data
+        os.environ["INGEST_EXECUTOR"] = "multiprocess"  # the job's executor (settings.executor)
         result = execute_job(reconstructable(ingest_job), instance=instance, tags=range_tags(first, last),
-                             run_config={**QUIET, "execution": {"config": {"multiprocess": {"max_concurrent": 2}}}},
+                             run_config={**QUIET, "execution": {"config": {"max_concurrent": 2}}},
                              raise_on_error=False)
     else:
-        result = build_definitions(load_settings(data)).resolve_job_def(INGEST_JOB).execute_in_process(
-            instance=instance, tags=range_tags(first, last), resources={"ingest": IngestResource(data=data)},
+        settings = load_settings(data)
+        result = build_definitions(settings).resolve_job_def(INGEST_JOB).execute_in_process(
+            instance=instance, tags=range_tags(first, last), resources=resources_for(settings),
             run_config=QUIET, raise_on_error=False)
     print(result.run_id)
     return 0 if result.success else 1

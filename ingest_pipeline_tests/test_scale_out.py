@@ -89,7 +89,7 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
     from ingest_pipeline.documents import collect, save_inventory
     from ingest_pipeline.partitions import DOCUMENTS
     from ingest_pipeline.pipeline import pipeline_for
-    from ingest_pipeline.resources import IngestResource
+    from ingest_pipeline.resources import resources_for
     from ingest_pipeline.runner import QUIET
 
     instance = DagsterInstance.get()
@@ -133,7 +133,7 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
     assert instance.event_log_storage.get_concurrency_info("lancedb").slot_count == 1
 
     build_definitions(pipeline.settings).resolve_job_def(CATALOG_JOB).execute_in_process(
-        instance=instance, resources={"ingest": IngestResource(data=data)}, run_config=QUIET)
+        instance=instance, resources=resources_for(pipeline.settings), run_config=QUIET)
 
     got = _chunk_ids(data)
     assert got == expected  # the same chunks, none lost, none twice

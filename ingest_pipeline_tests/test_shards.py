@@ -12,7 +12,7 @@ from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB, build_definitio
 from ingest_pipeline.identity import document_id
 from ingest_pipeline.instance import instance_for
 from ingest_pipeline.partitions import DOCUMENTS
-from ingest_pipeline.resources import IngestResource
+from ingest_pipeline.resources import resources_for
 from ingest_pipeline.runner import QUIET, ingest
 from ingest_pipeline.shard_sensor import evaluate_shards
 from ingest_pipeline.shards import Listed, ShardScheme, is_shard_key, scan, source_document_id
@@ -69,7 +69,7 @@ def _run_sensor_tick(p, instance, cursor):
     for request in result.dynamic_partitions_requests:
         if type(request).__name__ == "AddDynamicPartitionsRequest":
             instance.add_dynamic_partitions(DOCUMENTS, list(request.partition_keys))
-    resources = {"ingest": IngestResource(data=p.settings.data)}
+    resources = resources_for(p.settings)
     for request in result.run_requests or []:
         job = defs.resolve_job_def(request.job_name)
         outcome = job.execute_in_process(instance=instance, tags=request.tags, resources=resources,
