@@ -163,3 +163,24 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
     texts += [p.read_bytes() for p in home.rglob("*") if p.is_file() and p.name != "dagster.yaml"]
     for text in texts:
         assert S3_SECRET.encode() not in text and PG_PASSWORD.encode() not in text
+
+
+def test_duckdb_reads_s3_through_httpfs_only_if_installed_with_a_temporary_secret_from_the_environment():
+    import duckdb
+
+    from ingest_pipeline.catalog import load_httpfs, s3_secret_sql
+
+    sql = s3_secret_sql({"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s'x", "AWS_REGION": "eu-west-1",
+                         "AWS_ENDPOINT_URL": "http://127.0.0.1:9000/"})
+    assert sql.startswith("CREATE OR REPLACE TEMPORARY SECRET")  # never persisted to disk
+    for part in ("KEY_ID 'k'", "SECRET 's''x'", "REGION 'eu-west-1'", "ENDPOINT '127.0.0.1:9000'",
+                 "USE_SSL false", "URL_STYLE 'path'"):
+        assert part in sql
+    assert "KEY_ID" not in s3_secret_sql({"AWS_REGION": "us-east-1"})  # no keys: the provider's chain
+    con = duckdb.connect(":memory:")
+    loaded = load_httpfs(con)
+    autoinstall = con.execute("SELECT current_setting('autoinstall_known_extensions')").fetchall()[0][0]
+    assert autoinstall is False  # whatever happens, nothing is downloaded at run time
+    if not loaded:
+        assert "httpfs" not in {r[0] for r in con.execute(
+            "SELECT extension_name FROM duckdb_extensions() WHERE loaded").fetchall()}
