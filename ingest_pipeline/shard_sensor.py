@@ -58,7 +58,8 @@ def evaluate_shards(context: SensorEvaluationContext, p: Pipeline, job_name: str
     new_cursor = json.dumps({"shards": scan.digests}, sort_keys=True, separators=(",", ":"))
     if not requests and not partition_requests:
         return SensorResult(skip_reason=SkipReason(f"no changes in {scan.files} files"), cursor=new_cursor)
-    context.log.info(f"{scan.files} files in {len(scan.digests)} shards: {touched} new or changed, "
-                     f"{removed_docs} removed, {len(to_run)} shards in {len(requests)} runs"
+    ingest_runs = len(requests) - (1 if requests and requests[-1].job_name == catalog_job else 0)
+    context.log.info(f"{scan.files} files: {touched} new or changed, {removed_docs} removed, {len(to_run)} shards "
+                     f"in {ingest_runs} ingest runs"
                      + (f" ({scan.deferred} shards next tick)" if scan.deferred else ""))
     return SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests, cursor=new_cursor)
