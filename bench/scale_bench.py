@@ -25,8 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 PDFS = ["docling__2305.03393v1-pg9.pdf", "docling__amt_handbook_sample.pdf", "docling__code_and_formula.pdf",
-        "docling__multi_page.pdf", "docling__right_to_left_01.pdf", "pypdf-samples__multicolumn.pdf",
-        "docling__normal_4pages.pdf", "pypdf-samples__pdflatex-outline.pdf"]
+        "docling__multi_page.pdf", "docling__right_to_left_01.pdf", "pypdf-samples__multicolumn.pdf"]
 
 
 def launch(data: str, first: str, last: str, env: dict, log: Path) -> subprocess.Popen:
@@ -52,7 +51,7 @@ def step_seconds(instance, run_ids) -> dict[str, float]:
     return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
 
 
-def ingest_case(name, data, env, home, keys, halves, tmp) -> dict:
+def ingest_case(name, data, env, home, halves, tmp) -> dict:
     from dagster import DagsterInstance
 
     os.environ.update({k: v for k, v in env.items()})
@@ -104,7 +103,7 @@ def main() -> None:
         from ingest_pipeline.instance import ensure_dagster_home
 
         results.append(ingest_case("local disk, 1 run", str(local), {}, ensure_dagster_home(str(local / "dagster_home")),
-                                   None, False, tmp))
+                                   False, tmp))
         for i, halves in enumerate((False, True)):
             home = tmp / f"home{i}"
             home.mkdir()
@@ -116,7 +115,7 @@ def main() -> None:
             before = s3.log.read_text().count('HTTP/1.1"')
             env = {**s3_env, **pg.env(), "DAGSTER_PG_DB": db}
             case = ingest_case(f"S3 + Postgres, {2 if halves else 1} run{'s' if halves else ''}", f"s3://bench/run{i}",
-                               env, home, None, halves, tmp)
+                               env, home, halves, tmp)
             case["s3_requests"] = s3.log.read_text().count('HTTP/1.1"') - before
             results.append(case)
     finally:
