@@ -190,9 +190,10 @@ def connect(lake: Lake):
     return con
 
 
-def query(lake: Lake, sql: str) -> pa.Table:
+def query(lake: Lake, sql: str, params: list[Any] | None = None) -> pa.Table:
+    """Run ``sql`` over the views; values go in as ``?`` parameters, never into the text."""
     con = connect(lake)
     try:
-        return con.sql(sql).to_arrow_table()
+        return con.sql(sql, params=params or None).to_arrow_table()
     finally:
         con.close()

@@ -29,13 +29,51 @@ def _jsonable(value: Any):
     return str(value)
 
 
+def _color(args, stream) -> bool:
+    return args.color if args.color is not None else stream.isatty()
+
+
+def _console(args, stream=None):
+    from rich.console import Console
+
+    stream = stream or sys.stdout
+    color = _color(args, stream)
+    return Console(file=stream, color_system="standard" if color else None, force_terminal=color or None,
+                   highlight=False, soft_wrap=True, emoji=False)
+
+
+def _run_ingest(args, p, paths):
+    from ingest_pipeline.progress_display import watcher_for
+    from ingest_pipeline.runner import ingest
+
+    watcher = watcher_for(sys.stderr, color=args.color, quiet=args.json)
+    return ingest(p, paths, watcher=watcher)
+
+
 def cmd_ingest(args) -> int:
-    from ingest_pipeline.runner import format_report, ingest, print_progress
+    from ingest_pipeline.summary import summary_text
 
     p = _pipeline(args)
-    report = ingest(p, args.paths, progress=None if args.json else print_progress)
-    print(_json(report.as_dict()) if args.json else format_report(report))
+    report = _run_ingest(args, p, args.paths)
+    if args.json:
+        print(_json(report.as_dict()))
+        return 0
+    tracebacks = _tracebacks(p, report) if args.debug else None
+    _console(args).print(summary_text(report, depth=args.depth, tracebacks=tracebacks))
     return 0
+
+
+def _tracebacks(p, report) -> dict[tuple[str, str], str]:
+    """The stored traceback of every failure in the report (for --debug)."""
+    from ingest_pipeline.stages import error_traceback
+
+    found = {}
+    for doc, errors in [*report.failed.items(), *report.warnings.items()]:
+        for error in errors:
+            detail = error_traceback(p.lake, error["stage"], doc)
+            if detail:
+                found[(doc, error["stage"])] = detail
+    return found
 
 
 def _box(bbox) -> str:
@@ -176,12 +214,11 @@ def cmd_inspect(args) -> int:
 
 def cmd_eval(args) -> int:
     from ingest_pipeline.evaluation import evaluate, format_table, question_set
-    from ingest_pipeline.runner import ingest
 
     p = _pipeline(args)
     qs = question_set(args.questions, p.settings.data)
     if not args.skip_ingest:
-        report = ingest(p, [qs.documents])
+        report = _run_ingest(args, p, [qs.documents])
         if not args.json:
             print(f"{qs.name}: {report.documents} documents ({len(report.unchanged)} unchanged, "
                   f"{len(report.failed)} failed), {len(qs.questions)} questions", file=sys.stderr)
@@ -196,16 +233,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ingest-pipeline", description=__doc__)
     parser.add_argument("--data", default=default_data_dir(),
                         help="storage root (default ./data, or $INGEST_DATA)")
+    parser.add_argument("--debug", action="store_true", default=bool(os.environ.get("INGEST_DEBUG")),
+                        help="show tracebacks (of failures, and of the command itself)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, fn, help_text: str):
         cmd = sub.add_parser(name, help=help_text)
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
+        colour = cmd.add_mutually_exclusive_group()
+        colour.add_argument("--color", dest="color", action="store_true", default=None,
+                            help="colour even when not writing to a terminal")
+        colour.add_argument("--no-color", dest="color", action="store_false", help="never colour")
         cmd.set_defaults(fn=fn)
         return cmd
 
     ingest_cmd = add("ingest", cmd_ingest, "ingest files or folders (default: the source root)")
     ingest_cmd.add_argument("paths", nargs="*")
+    ingest_cmd.add_argument("--depth", type=int, help="show files (and folders) down to this many levels "
+                                                       "in the summary tree (default: every folder, no files)")
     search_cmd = add("search", cmd_search, "search a profile's LanceDB table")
     search_cmd.add_argument("query")
     search_cmd.add_argument("--profile")
@@ -236,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a clear message, not a traceback, for a person at a terminal
-        if os.environ.get("INGEST_DEBUG"):
+        if args.debug:
             raise
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

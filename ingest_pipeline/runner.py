@@ -4,16 +4,15 @@ batched runs, forget vanished ones, and report what happened. The CLI calls this
 from __future__ import annotations
 
 import os
-import sys
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ingest_pipeline.documents import collect, load_inventory, save_inventory, vanished
 from ingest_pipeline.partitions import DOCUMENTS, contiguous_batches
 from ingest_pipeline.pipeline import Pipeline
+from ingest_pipeline.progress import Column, DocumentEvent, StageBoard, listening
 from ingest_pipeline.stages import remove_document
 
 RUN_BATCH = 16
@@ -37,6 +36,7 @@ class IngestReport:
     run_ids: list[str] = field(default_factory=list)
     seconds: float = 0.0
     paths: dict[str, str] = field(default_factory=dict)
+    stages: list[dict[str, Any]] = field(default_factory=list)  # the progress table's final counts per column
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -47,18 +47,44 @@ class IngestReport:
             "failures": {self.paths.get(d, d): errs for d, errs in sorted(self.failed.items())},
             "removed_documents": self.removed,
             "chunker_errors": {self.paths.get(d, d): errs for d, errs in sorted(self.warnings.items())},
+            "stages": self.stages,
+            "documents_by_status": {
+                "new": sorted(self.paths.get(d, d) for d in self.new),
+                "changed": sorted(self.paths.get(d, d) for d in self.changed),
+                "unchanged": sorted(self.paths.get(d, d) for d in self.unchanged),
+                "failed": sorted(self.paths.get(d, d) for d in self.failed),
+            },
         }
+
+    def status_of(self, document: str) -> str:
+        """new | changed | unchanged | failed: a failed document is only failed."""
+        if document in self.failed:
+            return "failed"
+        if document in self.new:
+            return "new"
+        return "changed" if document in self.changed else "unchanged"
+
+
+class Watcher(Protocol):
+    """What the command line draws while ``ingest`` works (see ``progress_display``)."""
+
+    def started(self, board: StageBoard) -> None: ...
+
+    def changed(self, board: StageBoard, event: DocumentEvent, done: tuple[Column, str] | None) -> None: ...
+
+    def finished(self, board: StageBoard) -> None: ...
 
 
 def ingest(
     pipeline: Pipeline,
     paths: Sequence[str] = (),
     instance: Any = None,
-    progress: Callable[[int, int], None] | None = None,
+    watcher: Watcher | None = None,
     batch_size: int = RUN_BATCH,
 ) -> IngestReport:
     """Materialize every per-document asset for the documents under ``paths`` (default:
-    the source root) in process, then refresh the catalog."""
+    the source root) in process, then refresh the catalog. Every count in the report is
+    of this run: each document's outcome per asset is heard as it finishes."""
     from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB, build_definitions
     from ingest_pipeline.instance import instance_for
     from ingest_pipeline.sensors import range_tags
@@ -90,34 +116,39 @@ def ingest(
     defs = build_definitions(settings)
     job = defs.resolve_job_def(INGEST_JOB)
     resources = _resource_for(pipeline)
-    done = 0
-    if progress:
-        progress(0, len(wanted))
-    for batch in contiguous_batches(ordered, wanted, batch_size):
-        result = job.execute_in_process(
-            instance=instance, tags=range_tags(batch[0], batch[-1]), resources=resources, raise_on_error=False,
-            run_config=QUIET,
-        )
-        report.run_ids.append(result.run_id)
-        served = f"embeddings_{settings.default_profile}"
-        for event in result.get_asset_materialization_events():
-            mat = event.event_specific_data.materialization
-            if mat.asset_key.to_user_string() != served:
-                continue
-            meta = {k: v.value for k, v in mat.metadata.items()}  # this partition's own counts
-            if not str(meta.get("status", "")).startswith("unchanged"):
-                report.texts_embedded += int(meta.get("embedded", 0) or 0)
-                report.texts_from_cache += int(meta.get("cached", 0) or 0)
-        if not result.success:
-            for doc in batch:
-                report.failed.setdefault(doc, []).append(
-                    {"stage": "run", "reason": f"run {result.run_id} failed; see the Dagster UI"})
-        done += len(batch)
-        if progress:
-            progress(done, len(wanted))
+    board = StageBoard(len(wanted), sorted(k.to_user_string() for k in job.asset_layer.selected_asset_keys),
+                       report.paths)
+    heard: dict[str, dict[str, DocumentEvent]] = {}
+
+    def hear(event: DocumentEvent) -> None:
+        if event.document not in wanted:
+            return
+        heard.setdefault(event.document, {})[event.asset] = event
+        done = board.add(event)
+        if watcher:
+            watcher.changed(board, event, done)
+
+    if watcher:
+        watcher.started(board)
+    try:
+        with listening(hear):
+            for batch in contiguous_batches(ordered, wanted, batch_size):
+                result = job.execute_in_process(
+                    instance=instance, tags=range_tags(batch[0], batch[-1]), resources=resources,
+                    raise_on_error=False, run_config=QUIET,
+                )
+                report.run_ids.append(result.run_id)
+                if not result.success:
+                    for doc in batch:
+                        report.failed.setdefault(doc, []).append(
+                            {"stage": "run", "reason": f"run {result.run_id} failed; see the Dagster UI"})
+    finally:
+        if watcher:
+            watcher.finished(board)
     defs.resolve_job_def(CATALOG_JOB).execute_in_process(instance=instance, resources=resources,
                                                          raise_on_error=False, run_config=QUIET)
-    _summarize(pipeline, report, entries)
+    _summarize(pipeline, report, entries, heard)
+    report.stages = board.as_dicts()
     report.seconds = time.perf_counter() - started
     return report
 
@@ -128,65 +159,43 @@ def _resource_for(pipeline: Pipeline):
     return resources_for(pipeline.settings)
 
 
-def _summarize(pipeline: Pipeline, report: IngestReport, entries) -> None:
+def _summarize(pipeline: Pipeline, report: IngestReport, entries, heard: dict[str, dict[str, DocumentEvent]]) -> None:
+    """Each document's status from what this run heard of it; failures from the errors table."""
     from ingest_pipeline.catalog import query
 
     lake = pipeline.lake
-    run_ids = set(report.run_ids)
     wanted = [e.document_id for e in entries]
     if not wanted:
         return
-    keys = ", ".join("'" + k + "'" for k in wanted)
-    errors = query(lake, f"SELECT document_id, stage, reason FROM errors WHERE document_id IN ({keys})").to_pylist()
+    errors = query(lake, "SELECT document_id, stage, reason FROM errors WHERE list_contains(?, document_id) "
+                         "ORDER BY document_id, stage", [wanted]).to_pylist()
     for row in errors:
         entry = {"stage": row["stage"], "reason": row["reason"]}
         if row["stage"].startswith("chunks/"):  # that chunker's pages went to the next one in order
             report.warnings.setdefault(row["document_id"], []).append(entry)
         else:
             report.failed.setdefault(row["document_id"], []).append(entry)
-    sources = {r["document_id"]: r for r in query(
-        lake, f"SELECT document_id, run_id FROM sources WHERE document_id IN ({keys})").to_pylist()}
     for doc in wanted:
         if doc in report.failed:
             continue
-        row = sources.get(doc)
-        if row is None:
-            report.failed.setdefault(doc, []).append({"stage": "sources", "reason": "not observed"})
-        elif row["run_id"] in run_ids:
+        events = heard.get(doc, {})
+        source = events.get("sources")
+        if source is None:
+            report.failed.setdefault(doc, []).append({"stage": "sources", "reason": "not observed in this run"})
+        elif source.status == "new":
             report.new.append(doc)
+        elif source.status == "changed" or any(e.status in ("new", "changed") for e in events.values()):
+            report.changed.append(doc)  # new bytes, or a setting changed and a stage recomputed
         else:
             report.unchanged.append(doc)
+    from ingest_pipeline.assets.common import embeddings_key
+
     profile = report.profile = pipeline.settings.default_profile
-    report.chunks = query(lake, f"SELECT count(*) AS n FROM chunks WHERE profile = '{profile}' "
-                                f"AND document_id IN ({keys})").to_pylist()[0]["n"]
-
-
-def print_progress(done: int, total: int, stream=sys.stderr) -> None:
-    width = 30
-    filled = int(width * done / total) if total else width
-    stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} documents")
-    if done >= total:
-        stream.write("\n")
-    stream.flush()
-
-
-def format_report(report: IngestReport) -> str:
-    lines = [
-        f"{report.documents} documents: {len(report.new)} new or changed, {len(report.unchanged)} unchanged, "
-        f"{len(report.failed)} failed" + (f", {len(report.removed)} removed" if report.removed else ""),
-        f"{report.chunks} chunks in the served profile '{report.profile}'; {report.texts_embedded} texts embedded, "
-        f"{report.texts_from_cache} from the embedding cache; {report.seconds:.1f} s",
-    ]
-    if report.failed:
-        lines.append("failed:")
-        for doc, errs in sorted(report.failed.items(), key=lambda kv: report.paths.get(kv[0], kv[0])):
-            reasons = "; ".join(f"{e['stage']}: {e['reason']}" for e in errs)
-            lines.append(f"  {report.paths.get(doc, doc)}  {reasons}")
-    if report.warnings:
-        lines.append("chunker errors (their pages went to the next chunker in order):")
-        for doc, errs in sorted(report.warnings.items(), key=lambda kv: report.paths.get(kv[0], kv[0])):
-            lines.append(f"  {report.paths.get(doc, doc)}  " + "; ".join(f"{e['stage']}: {e['reason']}" for e in errs))
-    counts = Counter(p.split("/")[0] for p in (report.paths.get(d, d) for d in report.new) if "/" in p)
-    if len(counts) > 1:
-        lines.append("new by folder: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    return "\n".join(lines)
+    served = embeddings_key(profile).to_user_string()
+    for doc_events in heard.values():  # the served profile's texts, as this run embedded or reused them
+        event = doc_events.get(served)
+        if event is not None:
+            report.texts_embedded += int(event.detail.get("embedded", 0) or 0)
+            report.texts_from_cache += int(event.detail.get("cached", 0) or 0)
+    report.chunks = query(lake, "SELECT count(*) AS n FROM chunks WHERE profile = ? AND list_contains(?, document_id)",
+                          [profile, wanted]).to_pylist()[0]["n"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -88,6 +88,11 @@ def record_error(lake: Lake, stage: str, document: str, exc: BaseException, run_
 
 def clear_error(lake: Lake, stage: str, document: str) -> None:
     lake.delete("errors", _stage_dir(stage), document)
+
+
+def error_traceback(lake: Lake, stage: str, document: str) -> str:
+    """The traceback stored with a document's error at ``stage`` ('' if none)."""
+    return str((lake.meta("errors", _stage_dir(stage), document) or {}).get("traceback") or "")
 
 
 def _stage_dir(stage: str) -> str:
@@ -483,69 +488,110 @@ class EmbeddingCache:
 
 
 def embed_documents(
-    lake: Lake, embedder: Embedder, profile: Profile, documents: Sequence[str], run_id: str
+    lake: Lake, embedder: Embedder, profile: Profile, documents: Sequence[str], run_id: str,
+    on_done: Callable[[Outcome], None] | None = None,
 ) -> list[Outcome]:
     """Vectors for the text chunks of many documents at once: texts are deduplicated
-    across the batch, looked up in the cache, and only the missing ones are embedded."""
+    across the batch, looked up in the cache, and only the missing ones are embedded.
+
+    Documents are finished in order, a model batch of missing texts at a time, so
+    ``on_done`` hears of each document soon after its vectors exist (and a killed run
+    keeps the vectors it computed in the cache)."""
     outcomes: list[Outcome] = []
+
+    def finish(outcome: Outcome) -> None:
+        outcomes.append(outcome)
+        if on_done:
+            on_done(outcome)
+
     pending: list[tuple[str, pa.Table, str]] = []
     for document in documents:
         try:
             table = lake.read("chunks", profile.name, document)
             if table is None:
-                outcomes.append(Outcome(document, "skipped", {"reason": "no chunk map"}))
+                finish(Outcome(document, "skipped", {"reason": "no chunk map"}))
                 continue
             chunks_fp = (lake.meta("chunks", profile.name, document) or {}).get("fingerprint")
             fingerprint = _fingerprint(STAGE_VERSIONS["embeddings"], chunks_fp, embedder.model_id)
             previous = lake.meta("embeddings", profile.name, document)
             if previous and previous.get("fingerprint") == fingerprint:
-                outcomes.append(Outcome(document, "unchanged", {**previous.get("summary", {}), "embedded": 0}))
+                # Nothing embedded or looked up in this run: every vector is reused as it is.
+                vectors_kept = int((previous.get("summary") or {}).get("vectors", 0) or 0)
+                finish(Outcome(document, "unchanged", {"vectors": vectors_kept, "embedded": 0,
+                                                       "cached": vectors_kept}))
                 continue
             pending.append((document, table, fingerprint))
         except Exception as exc:
             row = record_error(lake, f"embeddings/{profile.name}", document, exc, run_id)
-            outcomes.append(Outcome(document, "failed", {"reason": row["reason"]}))
-    texts_by_sha: dict[str, str] = {}
-    for _, table, _ in pending:
-        for text, embed_text, image in zip(table.column("text").to_pylist(), table.column("embed_text").to_pylist(),
-                                           table.column("image").to_pylist()):
-            if image is None and text:
-                value = embed_text or text
-                texts_by_sha.setdefault(sha256_text(value), value)
-    cache = EmbeddingCache(lake, embedder.model_id)
-    vectors = cache.get(texts_by_sha)
-    missing = [sha for sha in texts_by_sha if sha not in vectors]
-    if missing:
-        fresh = embedder.embed([texts_by_sha[s] for s in missing])
-        new = {sha: fresh[i] for i, sha in enumerate(missing)}
-        cache.put(new, shard=f"{run_id}-{sha256_text(canonical_json(sorted(missing)))[:12]}")
-        vectors.update(new)
-    newly = set(missing)
-    for document, table, fingerprint in pending:
-        rows = []
-        embedded = cached = 0
+            finish(Outcome(document, "failed", {"reason": row["reason"]}))
+
+    def texts_of(table: pa.Table) -> list[tuple[str, str]]:
+        found = []
         for chunk_id, text, embed_text, image in zip(
             table.column("chunk_id").to_pylist(), table.column("text").to_pylist(),
             table.column("embed_text").to_pylist(), table.column("image").to_pylist(),
         ):
-            if image is not None or not text:
-                continue
-            sha = sha256_text(embed_text or text)
-            if sha in newly:
-                embedded += 1
-                newly.discard(sha)
-            else:
-                cached += 1
-            rows.append({"chunk_id": chunk_id, "profile": profile.name, "document_id": document,
-                         "model": embedder.model_id,
-                         "text_sha256": sha, "vector": vectors[sha].tolist()})
-        summary = {"vectors": len(rows), "embedded": embedded, "cached": cached,
-                   "images_without_vector": sum(1 for i in table.column("image").to_pylist() if i is not None)}
-        lake.write("embeddings", (profile.name, document), pa.Table.from_pylist(rows, schema=tables.EMBEDDINGS),
-                   meta={"fingerprint": fingerprint, "summary": summary})
-        clear_error(lake, f"embeddings/{profile.name}", document)
-        outcomes.append(Outcome(document, "new", summary))
+            if image is None and text:
+                found.append((chunk_id, embed_text or text))
+        return found
+
+    texts = {document: texts_of(table) for document, table, _ in pending}
+    cache = EmbeddingCache(lake, embedder.model_id)
+    vectors = cache.get({sha256_text(t) for doc_texts in texts.values() for _, t in doc_texts})
+    known = set(vectors)
+    queue: dict[str, str] = {}  # sha -> text, waiting for the model
+    waiting: list[tuple[str, pa.Table, str, set[str]]] = []
+    step = max(1, int(getattr(embedder, "batch_size", 64) or 64))
+
+    def flush() -> None:
+        if queue:
+            shas = list(queue)
+            fresh = embedder.embed([queue[s] for s in shas])
+            new = {sha: fresh[i] for i, sha in enumerate(shas)}
+            cache.put(new, shard=f"{run_id}-{sha256_text(canonical_json(sorted(shas)))[:12]}")
+            vectors.update(new)
+            queue.clear()
+        for document, table, fingerprint, first_here in waiting:
+            finish(_write_embeddings(lake, embedder, profile, document, table, fingerprint, texts[document],
+                                     vectors, first_here, run_id))
+        waiting.clear()
+
+    for document, table, fingerprint in pending:
+        first_here = set()
+        for _, text in texts[document]:
+            sha = sha256_text(text)
+            if sha not in known:
+                known.add(sha)
+                first_here.add(sha)
+                queue[sha] = text
+        waiting.append((document, table, fingerprint, first_here))
+        if len(queue) >= step:
+            flush()
+    flush()
     return outcomes
+
+
+def _write_embeddings(lake: Lake, embedder: Embedder, profile: Profile, document: str, table: pa.Table,
+                      fingerprint: str, texts: list[tuple[str, str]], vectors: dict[str, np.ndarray],
+                      first_here: set[str], run_id: str) -> Outcome:
+    """One document's embeddings file; a text the model embedded for it in this run is
+    ``embedded``, one whose vector was already known is ``cached``."""
+    rows = []
+    first_here = set(first_here)
+    for chunk_id, text in texts:
+        sha = sha256_text(text)
+        status = "embedded" if sha in first_here else "cached"
+        first_here.discard(sha)  # a text repeated in the document is embedded once
+        rows.append({"chunk_id": chunk_id, "profile": profile.name, "document_id": document,
+                     "model": embedder.model_id, "text_sha256": sha, "vector": vectors[sha].tolist(),
+                     "cache": status, "run_id": run_id})
+    embedded = sum(1 for r in rows if r["cache"] == "embedded")
+    summary = {"vectors": len(rows), "embedded": embedded, "cached": len(rows) - embedded,
+               "images_without_vector": sum(1 for i in table.column("image").to_pylist() if i is not None)}
+    lake.write("embeddings", (profile.name, document), pa.Table.from_pylist(rows, schema=tables.EMBEDDINGS),
+               meta={"fingerprint": fingerprint, "summary": summary})
+    clear_error(lake, f"embeddings/{profile.name}", document)
+    return Outcome(document, "new", summary)
 
 
 # ---------------------------------------------------------------- LanceDB

@@ -103,6 +103,8 @@ EMBEDDINGS = pa.schema([
     ("model", pa.string()),
     ("text_sha256", pa.string()),
     ("vector", pa.list_(pa.float32())),
+    ("cache", pa.string()),  # embedded (by the model, in run_id) | cached (its vector was already known)
+    ("run_id", pa.string()),
 ])
 
 EMBEDDING_CACHE = pa.schema([

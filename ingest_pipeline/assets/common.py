@@ -14,6 +14,7 @@ from typing import Any
 
 from dagster import AssetExecutionContext, AssetKey, BackfillPolicy, MetadataValue
 
+from ingest_pipeline import progress
 from ingest_pipeline.stages import Outcome
 
 # Many documents per run: Dagster's per-run overhead is seconds, so runs are batches.
@@ -73,10 +74,12 @@ def for_each_document(
     context: AssetExecutionContext, keys: Iterable[str], step: Callable[[str], Outcome]
 ) -> list[Outcome]:
     outcomes = []
+    asset = context.asset_key.to_user_string()
     for key in keys:
         outcome = step(key)
         if outcome.status == "failed":
             context.log.warning(f"{key}: {outcome.detail.get('reason')}")
+        progress.report(asset, outcome)  # live progress for an in-process run (the CLI)
         outcomes.append(outcome)
     return outcomes
 

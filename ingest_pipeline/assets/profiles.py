@@ -14,7 +14,7 @@ from dagster import (
     asset,
 )
 
-from ingest_pipeline import stages
+from ingest_pipeline import progress, stages
 from ingest_pipeline.assets.chunks import chunk_asset_key
 from ingest_pipeline.assets.common import (
     BATCH_POLICY,
@@ -99,7 +99,8 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
     def _embeddings(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
         p = ingest.pipeline()
         started = time.perf_counter()
-        outcomes = stages.embed_documents(p.lake, p.embedder, profile, document_keys(context, p), context.run_id)
+        outcomes = stages.embed_documents(p.lake, p.embedder, profile, document_keys(context, p), context.run_id,
+                                          on_done=lambda o: progress.report(emb_key.to_user_string(), o))
         report_partitions(context, outcomes, started, lambda o: {"model": p.embedder.model_id})
         return MaterializeResult()
 
