@@ -161,7 +161,7 @@ def cmd_chunkers(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    from ingest_pipeline.catalog import query
+    from ingest_pipeline import inspection
 
     p = _pipeline(args)
     if args.chunk:
@@ -176,39 +176,66 @@ def cmd_inspect(args) -> int:
     if not args.document:
         print("inspect needs a DOCUMENT or --chunk ID", file=sys.stderr)
         return 2
-    doc = args.document.replace("'", "''")
-    sources = query(p.lake, f"SELECT * FROM sources WHERE document_id = '{doc}' OR path = '{doc}'").to_pylist()
-    if not sources:
+    source = inspection.find_source(p.lake, args.document)
+    if source is None:
         print(f"no document {args.document!r} (use a document_id or its path as listed by: "
               f"ingest-pipeline query \"select document_id, path from sources\")", file=sys.stderr)
         return 1
-    source = sources[0]
     did = source["document_id"]
     profile = args.profile or p.settings.default_profile
-    pages = query(p.lake, f"SELECT page, status, reason, reader, width, height, length(text) AS chars "
-                          f"FROM pages WHERE document_id = '{did}' ORDER BY page").to_pylist()
-    chunks = query(p.lake, f"SELECT chunk_id, label, page, \"index\", chunker, config_hash, bbox, bbox_reason, "
-                           f"role, tokens, text, run_id FROM chunks WHERE document_id = '{did}' "
-                           f"AND profile = '{profile}' ORDER BY page, \"index\"").to_pylist()
-    errors = query(p.lake, f"SELECT stage, error, reason, run_id FROM errors WHERE document_id = '{did}'").to_pylist()
-    data = {"source": source, "pages": pages, "profile": profile, "chunks": chunks, "errors": errors}
-    if args.json:
-        print(_json(data))
+    if args.chunker:
+        p.registry.get(args.chunker)  # an unknown ID@V is a clear error, not an empty listing
+    errors = inspection.error_records(p.lake, did)
+    if args.json:  # the document at a glance, as one object
+        pages = [{k: r[k] for k in ("page", "status", "reason", "reader", "width", "height")}
+                 | {"chars": len(r["text"] or "")} for r in inspection.page_records(p.lake, did)]
+        chunks = inspection.chunk_records(p.lake, did, profile, args.chunker)
+        print(_json({"source": source, "pages": pages, "profile": profile, "chunks": chunks,
+                     "errors": [{k: e[k] for k in ("stage", "error", "reason", "run_id")} for e in errors]}))
         return 0
-    print(f"{source['path']}  ({source['media_type']}, {source['bytes']} bytes)")
-    print(f"  document_id {did}\n  sha256 {source['sha256']}\n  observed in run {source['run_id']}")
-    for page in pages:
-        extra = f" — {page['reason']}" if page["reason"] else ""
-        print(f"  page {page['page']}: {page['status']} by {page['reader']}, {page['chars'] or 0} chars{extra}")
-    print(f"{len(chunks)} chunks in profile '{profile}':")
-    for c in chunks[: args.limit]:
-        text = " ".join((c["text"] or "[image]").split())
-        print(f"  {c['label']}  {c['chunker']} ({c['config_hash']})  {_box(c['bbox']) or c['bbox_reason']}"
-              f"  {c['tokens']} tokens  id {c['chunk_id']}\n    {text[:150]}")
-    if len(chunks) > args.limit:
-        print(f"  … {len(chunks) - args.limit} more (--limit)")
-    for e in errors:
-        print(f"error at {e['stage']}: {e['error']}: {e['reason']} (run {e['run_id']})")
+    if args.stage == "pages":
+        items = inspection.page_records(p.lake, did)
+    elif args.stage == "claims":
+        items = inspection.claim_records(p.lake, did, args.chunker)
+    elif args.stage == "chunks":
+        items = inspection.chunk_records(p.lake, did, profile, args.chunker)
+    else:
+        items = []
+    if args.limit is not None and args.format == "rich":
+        items = items[: args.limit]
+    max_tokens = p.embedder.max_tokens
+    summary = inspection.size_stats(items, max_tokens, p.embedder.count_tokens) if items else None
+    if summary:
+        summary["stage"] = args.stage
+    records = [inspection.source_record(source), *items, *errors, *([summary] if summary else [])]
+    if args.format == "jsonl":
+        sys.stdout.write(inspection.to_jsonl(records, args.content_lines))
+        return 0
+    console = _console(args)
+    if args.stage == "chunks":
+        console.print(f"profile '{profile}'" + (f", chunker {args.chunker}" if args.chunker else ""), style="dim")
+    inspection.render(console, records, args.content_lines, max_tokens, show_source_text=args.stage == "sources")
+    if not items and args.stage != "sources":
+        console.print(f"no {args.stage} for this document" + (f" from {args.chunker}" if args.chunker else "")
+                      + (f" in profile '{profile}'" if args.stage == "chunks" else ""))
+    return 0
+
+
+def cmd_show(args) -> int:
+    from ingest_pipeline.show import ShowError, show_page
+
+    p = _pipeline(args)
+    try:
+        drawn = show_page(p, args.document, args.out, page=args.page, profile=args.profile, chunker=args.chunker,
+                          compare=args.compare or (), width_px=args.width)
+    except ShowError as exc:
+        print(f"show: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(_json(drawn))
+    else:
+        panels = "; ".join(f"{pn['title']}, {pn['boxes']} boxes" for pn in drawn["panels"])
+        print(f"{drawn['out']}: {drawn['path']} page {drawn['page']} — {panels} ({drawn['bytes']} bytes)")
     return 0
 
 
@@ -269,8 +296,24 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_cmd = add("inspect", cmd_inspect, "a document's pages, chunks, boxes and lineage")
     inspect_cmd.add_argument("document", nargs="?", help="document_id or path")
     inspect_cmd.add_argument("--chunk", help="a chunk id: show its lineage chain instead")
-    inspect_cmd.add_argument("--profile")
-    inspect_cmd.add_argument("--limit", type=int, default=20)
+    inspect_cmd.add_argument("--stage", choices=("sources", "pages", "claims", "chunks"), default="chunks",
+                             help="what to show: the source, its pages, chunkers' claims, or a profile's chunks")
+    inspect_cmd.add_argument("--profile", help="the profile whose chunks to show (default: the served one)")
+    inspect_cmd.add_argument("--chunker", help="only this chunker version's claims or chunks (ID@V)")
+    inspect_cmd.add_argument("--content-lines", type=int, metavar="N",
+                             help="show only the first and last N lines of each text")
+    inspect_cmd.add_argument("--format", choices=("rich", "jsonl"), default="rich",
+                             help="jsonl: one complete record per line (source bytes as content_base64)")
+    inspect_cmd.add_argument("--limit", type=int, help="show at most this many items (rich format)")
+    show_cmd = add("show", cmd_show, "draw a page with its chunks' boxes, numbered and coloured by role, as PNG")
+    show_cmd.add_argument("document", help="document_id or path")
+    show_cmd.add_argument("--page", type=int, help="1-based page (default: the first page with a box)")
+    which = show_cmd.add_mutually_exclusive_group()
+    which.add_argument("--profile", help="draw this profile's chunks (default: the served profile)")
+    which.add_argument("--chunker", help="draw this chunker version's claims instead (ID@V)")
+    which.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two chunker versions side by side")
+    show_cmd.add_argument("--out", required=True, help="the PNG file to write")
+    show_cmd.add_argument("--width", type=int, default=900, help="page width in pixels")
     return parser
 
 

@@ -80,6 +80,20 @@ def render_page_preview(
     return _encode_with_boxes(image, boxes, labels)
 
 
+def page_image(
+    content: bytes, media_type: str, page: int, width_px: int = 600, password: str | None = None,
+    aspect: float | None = None,
+):
+    """The page as an RGB PIL image, as :func:`render_page_preview` draws it before the
+    boxes: a PDF page rendered in display space, any other type a white canvas of
+    ``aspect``; None when a PDF page cannot be rendered."""
+    if width_px < 1:
+        raise ValueError(f"width_px must be at least 1, got {width_px}")
+    if _base_type(media_type) == mt.PDF:
+        return _render_pdf_page(content, page, width_px, password)
+    return _canvas(width_px, aspect)
+
+
 def preview_markdown_image(png: bytes, alt: str) -> str:
     """A Markdown image whose source is ``png`` inlined as a ``data:image/png`` URI."""
     if not isinstance(png, (bytes, bytearray)) or not bytes(png).startswith(PNG_SIGNATURE):
