@@ -79,7 +79,7 @@ async def capture(url: str, out: str, width: int, height: int, wait_for: str, ti
                                windowsVirtualKeyCode=69)
                 await asyncio.sleep(3.0)
                 await call("Page.reload")  # the expanded groups are remembered: the reload fits them all
-                await asyncio.sleep(15.0)
+                await asyncio.sleep(45.0)  # the layout of an expanded graph takes a while on a busy machine
             for _ in range(zoom_out):  # Ctrl+wheel down over the graph zooms it out
                 await call("Input.dispatchMouseEvent", type="mouseWheel", x=width * 0.6, y=height * 0.5,
                            deltaX=0, deltaY=100, modifiers=2)

@@ -119,9 +119,9 @@ def test_a_rerun_reports_its_own_counts_and_json_mode_draws_no_progress(two_runs
     assert (report["new"], report["changed"], report["unchanged"], report["failed"]) == (0, 0, 3, 1)
     assert report["documents_by_status"]["failed"] == ["broken/bad.pdf"]
     vectors = json.loads(subprocess.run(
-        [CLI, "--data", str(data), "query", "select count(*) as n from embeddings", "--json"],
+        [CLI, "--data", str(data), "query", "select count(*) as n from embeddings where profile = 'retrieval'", "--json"],
         capture_output=True, text=True, timeout=300).stdout)[0]["n"]
-    # nothing was embedded again: every vector of this run's documents was reused
+    # nothing was embedded again: every vector of the served profile's documents was reused
     assert report["texts_embedded"] == 0 and report["texts_from_cache"] == vectors > 0
     reading = next(s for s in report["stages"] if s["stage"] == "Reading")
     assert (reading["cached"], reading["failed"], reading["pages"]) == (3, 1, 4)
