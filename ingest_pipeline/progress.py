@@ -144,9 +144,10 @@ class StageBoard:
             if not column.assets <= set(statuses):
                 return None
             values = set(statuses.values()) - {"failed"}  # left: chunker failures, already counted
+            computed = values - {"unchanged", "skipped"}  # new, changed, or a stage's own word (e.g. empty)
             if values == {"skipped"}:
                 state = "skipped"
-            elif "new" in values or "changed" in values:
+            elif computed:
                 # recomputed: new only for a document first seen in this run
                 state = "new" if self.origin.get(event.document) == "new" and "changed" not in values else "changed"
             else:

@@ -184,7 +184,8 @@ def _summarize(pipeline: Pipeline, report: IngestReport, entries, heard: dict[st
             report.failed.setdefault(doc, []).append({"stage": "sources", "reason": "not observed in this run"})
         elif source.status == "new":
             report.new.append(doc)
-        elif source.status == "changed" or any(e.status in ("new", "changed") for e in events.values()):
+        elif source.status == "changed" or any(e.status not in ("unchanged", "skipped", "failed")
+                                               for e in events.values()):
             report.changed.append(doc)  # new bytes, or a setting changed and a stage recomputed
         else:
             report.unchanged.append(doc)

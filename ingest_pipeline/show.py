@@ -80,7 +80,7 @@ def role_colours(roles: Sequence[str]) -> dict[str, tuple[int, int, int]]:
     return colours
 
 
-def _boxes(rows: list[dict[str, Any]], label_key: str) -> Panel:
+def _boxes(rows: list[dict[str, Any]]) -> Panel:
     panel = Panel("")
     for number, row in enumerate(rows, start=1):
         b = row["bbox"]
@@ -95,7 +95,7 @@ def _boxes(rows: list[dict[str, Any]], label_key: str) -> Panel:
 def chunk_panel(lake: Lake, document: str, page: int, profile: str) -> Panel:
     rows = query(lake, 'SELECT bbox, role, text FROM chunks WHERE document_id = ? AND profile = ? AND page = ? '
                        'ORDER BY "index"', [document, profile, page]).to_pylist()
-    panel = _boxes(rows, "index")
+    panel = _boxes(rows)
     panel.title = f"profile {profile}: {len(rows)} chunks"
     return panel
 
@@ -103,7 +103,7 @@ def chunk_panel(lake: Lake, document: str, page: int, profile: str) -> Panel:
 def claim_panel(lake: Lake, document: str, page: int, chunker: str) -> Panel:
     rows = query(lake, "SELECT bbox, role, text FROM claims WHERE document_id = ? AND chunker = ? AND page = ? "
                        "ORDER BY piece", [document, chunker, page]).to_pylist()
-    panel = _boxes(rows, "piece")
+    panel = _boxes(rows)
     panel.title = f"{chunker}: {len(rows)} pieces"
     return panel
 
