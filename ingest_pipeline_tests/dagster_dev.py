@@ -168,7 +168,8 @@ def stop(dev: DagsterDev, grace: float = 30) -> None:
         raise AssertionError("processes survived SIGKILL: " + "; ".join(cmdline(p)[:120] for p in survivors))
 
 
-def wait_for(predicate, timeout: float, interval: float = 1.0, what: str = "condition", dev: DagsterDev | None = None):
+def wait_for(predicate, timeout: float, interval: float = 1.0, what: str = "condition", dev: DagsterDev | None = None,
+             detail=None):
     deadline = time.monotonic() + timeout
     while True:
         if dev is not None:
@@ -178,5 +179,6 @@ def wait_for(predicate, timeout: float, interval: float = 1.0, what: str = "cond
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}"
+                                 + (f": {detail()}" if detail else "")
                                  + (f"\n{dev.log_tail()}" if dev else ""))
         time.sleep(interval)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ingest_pipeline.samples import write_samples
+from ingest_pipeline_tests.chunker_doubles import install_distribution
 from ingest_pipeline_tests.conftest import CORPUS
 from ingest_pipeline_tests.dagster_dev import cmdline, dagster_dev, wait_for
 
@@ -34,6 +35,27 @@ BACKFILL = """mutation Backfill($params: LaunchBackfillParams!) {
     ... on PythonError { message }
     ... on InvalidSubsetError { message }
   } }"""
+
+
+STALL_SOURCE = '''
+import time
+
+
+class Stall:
+    """Answers nothing, and hangs on a document that asks it to."""
+
+    id = "stall"
+    version = 1
+    summary = "hangs on request"
+
+    def chunk(self, content, media_type, pages):
+        if b"PLEASE STALL" in content:
+            time.sleep(900)
+        return ()
+'''
+
+TERMINATE = """mutation Terminate($runId: String!) { terminateRun(runId: $runId) { __typename
+  ... on PythonError { message } } }"""
 
 
 def _runs(dev) -> list[dict]:
@@ -98,11 +120,16 @@ def ui(tmp_path_factory):
     """dagster dev over the samples and four corpus documents, once the sensor's runs ended."""
     if not (CORPUS / "files").is_dir():
         pytest.fail("../shared/corpus is not present") if os.environ.get("CI") else pytest.skip("no corpus")
-    data = tmp_path_factory.mktemp("ui") / "data"
+    base = tmp_path_factory.mktemp("ui")
+    data = base / "data"
     sources = data / "sources"
     write_samples(str(sources))
     dropped = _drop(sources, CORPUS_FILES)
-    with dagster_dev(data, env={"INGEST_SENSOR_INTERVAL": "2"}) as dev:
+    # A third-party chunker that stalls on one document, installed as a package would be; a
+    # cancelled run is not asked again here (run_retries = 0), so the give-up path shows.
+    site = install_distribution(base / "site", "acme_stall", STALL_SOURCE, {"stall": "acme_stall:Stall"})
+    (data / "ingest_pipeline.toml").write_text("[dagster]\nrun_retries = 0\n")
+    with dagster_dev(data, env={"INGEST_SENSOR_INTERVAL": "2", "PYTHONPATH": str(site)}) as dev:
         runs = wait_for(lambda: _finished_ingest(dev), 600, 2, "the sensor's ingest runs to end", dev)
         dev.documents = 4 + len(dropped)
         dev.first_runs = runs
@@ -125,7 +152,8 @@ def test_the_sensor_under_dagster_dev_ingests_dropped_files_and_a_ui_backfill_ad
     catalog_runs = [r for r in _runs(dev) if r["jobName"] == "refresh_catalog"]
     assert catalog_runs and all(r["status"] == "SUCCESS" for r in catalog_runs)
     # No run worker or parse worker outlives its run.
-    assert wait_for(lambda: not _our_leftovers(dev), 60, 1, "run and parse workers to exit") is True
+    assert wait_for(lambda: not _our_leftovers(dev), 90, 1, "run and parse workers to exit",
+                    detail=lambda: _our_leftovers(dev)) is True
 
     # A backfill of an opt-in chunker version over every partition, as the UI launches it.
     from ingest_pipeline.instance import instance_for
@@ -144,7 +172,8 @@ def test_the_sensor_under_dagster_dev_ingests_dropped_files_and_a_ui_backfill_ad
         data, "select count(distinct document_id) from claims where chunker = 'pdf@2'"), 60, 2,
         "pdf@2's claims in DuckDB", dev)
     assert pdf2 == 4  # the four PDFs (three dropped, one sample) have pdf@2 claims now
-    assert wait_for(lambda: not _our_leftovers(dev), 60, 1, "the backfill's workers to exit") is True
+    assert wait_for(lambda: not _our_leftovers(dev), 90, 1, "the backfill's workers to exit",
+                    detail=lambda: _our_leftovers(dev)) is True
 
 
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -217,6 +246,35 @@ def test_in_a_browser_every_chunker_version_is_in_the_graph_and_a_partition_show
             browser.close()
 
 
+def test_terminate_stops_a_hanging_run_and_its_worker_and_the_sensor_gives_up_with_a_reason(ui):
+    from ingest_pipeline.catalog import query
+    from ingest_pipeline.lake import Lake
+
+    dev = ui
+    before = {r["runId"] for r in _runs(dev)}
+    (dev.data / "sources" / "stall.txt").write_text("PLEASE STALL: a document one chunker hangs on\n")
+
+    def hanging():
+        runs = [r for r in _runs(dev) if r["runId"] not in before and r["jobName"] == "ingest_documents"]
+        workers = [p for p in dev.processes() if "spawn_main" in cmdline(p)]
+        return runs[0] if runs and runs[0]["status"] == "STARTED" and workers else None
+
+    run = wait_for(hanging, 300, 1, "the run to hang in the parse worker", dev)
+    time.sleep(3)
+    answer = dev.graphql(TERMINATE, {"runId": run["runId"]})
+    assert answer["terminateRun"]["__typename"] == "TerminateRunSuccess", answer
+    wait_for(lambda: next(r for r in _runs(dev) if r["runId"] == run["runId"])["status"] == "CANCELED", 60, 1,
+             "the run to be cancelled", dev)
+    assert wait_for(lambda: not _our_leftovers(dev), 90, 0.5, "the run and its parse worker to exit",
+                    detail=lambda: _our_leftovers(dev)) is True
+    lake = Lake(str(dev.data / "lake"))
+    sql = "select stage, reason from errors where path = 'stall.txt'"
+    errors = wait_for(lambda: query(lake, sql).to_pylist(), 60, 2, "the sensor to give up with a reason", dev)
+    assert errors[0]["stage"] == "run" and "CANCELED" in errors[0]["reason"]
+    assert not [r for r in _runs(dev) if r["runId"] not in before and r["runId"] != run["runId"]
+                and r["jobName"] == "ingest_documents"]  # not asked again: run_retries = 0
+
+
 def test_with_the_multiprocess_executor_every_step_process_exits(tmp_path):
     """One step per process (the option for machines with cores to spare): the parse worker
     is closed when its step ends, so no step process waits on it forever."""
@@ -228,7 +286,8 @@ def test_with_the_multiprocess_executor_every_step_process_exits(tmp_path):
         runs = wait_for(lambda: _finished_ingest(dev), 900, 2, "the multiprocess ingest run to end", dev)
         assert [r["status"] for r in runs] == ["SUCCESS"], dev.log_tail()
         assert len(_lancedb_documents(data, "retrieval")) == 2
-        assert wait_for(lambda: not _our_leftovers(dev), 30, 1, "step and parse workers to exit") is True
+        assert wait_for(lambda: not _our_leftovers(dev), 90, 1, "step and parse workers to exit",
+                    detail=lambda: _our_leftovers(dev)) is True
 
 
 if __name__ == "__main__":  # pragma: no cover
