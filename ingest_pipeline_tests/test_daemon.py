@@ -149,8 +149,10 @@ def test_the_sensor_under_dagster_dev_ingests_dropped_files_and_a_ui_backfill_ad
     assert wait_for(lambda: _catalog_count(
         data, "select count(distinct document_id) from chunks where profile = 'retrieval'") == documents,
         180, 2, "the catalog to show every document", dev)
-    catalog_runs = [r for r in _runs(dev) if r["jobName"] == "refresh_catalog"]
-    assert catalog_runs and all(r["status"] == "SUCCESS" for r in catalog_runs)
+    catalog_runs = wait_for(lambda: [r for r in _runs(dev) if r["jobName"] == "refresh_catalog"
+                                     and r["status"] in ("SUCCESS", "FAILURE", "CANCELED")], 120, 1,
+                            "the catalog run to end", dev)
+    assert all(r["status"] == "SUCCESS" for r in catalog_runs)
     # No run worker or parse worker outlives its run.
     assert wait_for(lambda: not _our_leftovers(dev), 90, 1, "run and parse workers to exit",
                     detail=lambda: _our_leftovers(dev)) is True
