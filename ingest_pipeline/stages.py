@@ -23,6 +23,7 @@ from ingest_pipeline import media_types, object_store, tables
 from ingest_pipeline.contract import ChunkPiece, Layout, LocatedLine, PageChunks, PageOutput
 from ingest_pipeline.documents import DocumentEntry, load_entry
 from ingest_pipeline.embedding import Embedder
+from ingest_pipeline.faults import crash_point
 from ingest_pipeline.identity import canonical_json, sha256_bytes, sha256_text
 from ingest_pipeline.isolation import ParseWorker
 from ingest_pipeline.lake import Lake
@@ -215,6 +216,7 @@ def read_document(settings: Settings, lake: Lake, document: str, run_id: str,
     meta = {"fingerprint": fingerprint, "summary": summary}
     lake.write("page_lines", (document,), pa.Table.from_pylist(line_rows, schema=tables.PAGE_LINES), meta=meta)
     lake.write("pages", (document,), pa.Table.from_pylist(page_rows, schema=tables.PAGES), meta=meta)
+    crash_point("reading")
     return Outcome(document, "new", summary)
 
 
@@ -406,6 +408,7 @@ def build_chunk_map(
     lake.write("chunks", (profile.name, document), pa.Table.from_pylist(rows, schema=tables.CHUNKS),
                meta={"fingerprint": fingerprint, "summary": summary, "order": [i.ref for i in order],
                      "no_chunks": no_chunks})
+    crash_point("chunk_maps")
     if no_chunks:
         raise NoChunks(no_chunks)
     return Outcome(document, "new", summary)
@@ -591,6 +594,7 @@ def _write_embeddings(lake: Lake, embedder: Embedder, profile: Profile, document
     lake.write("embeddings", (profile.name, document), pa.Table.from_pylist(rows, schema=tables.EMBEDDINGS),
                meta={"fingerprint": fingerprint, "summary": summary})
     clear_error(lake, f"embeddings/{profile.name}", document)
+    crash_point("embedding")
     return Outcome(document, "new", summary)
 
 

@@ -116,22 +116,23 @@ class VectorIndex:
         return table
 
     def sync_document(self, profile: str, document: str, rows: pa.Table) -> dict[str, int]:
-        """Upsert a document's rows by chunk id and delete its rows not in ``rows``."""
+        """Make the document's rows exactly ``rows``: upsert by chunk id and delete its other
+        rows in one merge, so one commit moves it from its old rows to its new ones (a
+        killed run never leaves a mix of the two to be served)."""
+        from ingest_pipeline.faults import crash_point
+
         rows = rows.select(index_schema(self.dim).names).cast(index_schema(self.dim))
         with self.writing():
             table = self.open(profile, create=True)
             before = table.count_rows(f"document_id = {_quote(document)}")
-            if rows.num_rows:
-                (
-                    table.merge_insert("chunk_id")
-                    .when_matched_update_all()
-                    .when_not_matched_insert_all()
-                    .execute(rows, on_bad_vectors="null")
-                )
-                keep = ", ".join(_quote(c) for c in rows.column("chunk_id").to_pylist())
-                table.delete(f"document_id = {_quote(document)} AND chunk_id NOT IN ({keep})")
-            else:
-                table.delete(f"document_id = {_quote(document)}")
+            (
+                table.merge_insert("chunk_id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .when_not_matched_by_source_delete(f"document_id = {_quote(document)}")
+                .execute(rows, on_bad_vectors="null")
+            )
+            crash_point("lancedb")
             after = table.count_rows(f"document_id = {_quote(document)}")
         return {"rows_before": before, "rows": after}
 
