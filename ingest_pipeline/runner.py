@@ -14,6 +14,7 @@ from ingest_pipeline.partitions import DOCUMENTS, contiguous_batches
 from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.progress import Column, DocumentEvent, StageBoard, listening
 from ingest_pipeline.stages import remove_document
+from ingest_pipeline.stale_runs import fail_stale_runs, process_tags
 
 RUN_BATCH = 16
 # In-process runs log to the Dagster instance (the UI shows them); the terminal gets errors only.
@@ -92,6 +93,9 @@ def ingest(
     started = time.perf_counter()
     settings, lake = pipeline.settings, pipeline.lake
     instance = instance or instance_for(settings.dagster_home)
+    for run in fail_stale_runs(instance):
+        sys.stderr.write(f"run {run.run_id} ({run.job_name}) was left unfinished by process {run.pid}, which is "
+                         "gone: marked failed, its pool slots freed\n")
     roots = list(paths) or [settings.source_root]
     if "://" not in settings.source_root:
         os.makedirs(settings.source_root, exist_ok=True)
@@ -134,7 +138,7 @@ def ingest(
         with listening(hear):
             for batch in contiguous_batches(ordered, wanted, batch_size):
                 result = job.execute_in_process(
-                    instance=instance, tags=range_tags(batch[0], batch[-1]), resources=resources,
+                    instance=instance, tags={**range_tags(batch[0], batch[-1]), **process_tags()}, resources=resources,
                     raise_on_error=False, run_config=QUIET,
                 )
                 report.run_ids.append(result.run_id)
@@ -145,7 +149,7 @@ def ingest(
     finally:
         if watcher:
             watcher.finished(board)
-    defs.resolve_job_def(CATALOG_JOB).execute_in_process(instance=instance, resources=resources,
+    defs.resolve_job_def(CATALOG_JOB).execute_in_process(instance=instance, resources=resources, tags=process_tags(),
                                                          raise_on_error=False, run_config=QUIET)
     _summarize(pipeline, report, entries, heard)
     report.stages = board.as_dicts()
