@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -95,10 +95,17 @@ class Lake:
 
     def delete_document(self, document: str) -> int:
         """Remove every file of one document from every table; returns how many."""
+        return self.delete_documents([document])
+
+    def delete_documents(self, documents: Iterable[str]) -> int:
+        """Remove every file of these documents from every table in one walk of the lake."""
+        names = {f"{d}.parquet" for d in documents}
+        if not names:
+            return 0
         removed = 0
         selector = pafs.FileSelector(self.root, recursive=True, allow_not_found=True)
         for info in self.fs.get_file_info(selector):
-            if info.type == pafs.FileType.File and info.base_name == f"{document}.parquet":
+            if info.type == pafs.FileType.File and info.base_name in names:
                 self.fs.delete_file(info.path)
                 removed += 1
         return removed

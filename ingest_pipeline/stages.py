@@ -470,11 +470,17 @@ class EmbeddingCache:
         import pyarrow.compute as pc
         import pyarrow.dataset as ds
 
-        files = [f for f in self.lake.files(f"embedding_cache/{self.model_id}")]
-        if not files:
-            return found
-        dataset = ds.dataset(files, filesystem=self.lake.fs, format="parquet", schema=tables.EMBEDDING_CACHE)
-        table = dataset.to_table(filter=pc.field("text_sha256").isin(list(wanted)))
+        for attempt in range(3):
+            files = list(self.lake.files(f"embedding_cache/{self.model_id}"))
+            if not files:
+                return found
+            dataset = ds.dataset(files, filesystem=self.lake.fs, format="parquet", schema=tables.EMBEDDING_CACHE)
+            try:
+                table = dataset.to_table(filter=pc.field("text_sha256").isin(list(wanted)))
+                break
+            except (FileNotFoundError, OSError):
+                if attempt == 2:  # housekeeping folded shards away between listing and reading
+                    raise
         for sha, vector in zip(table.column("text_sha256").to_pylist(), table.column("vector").to_numpy(
                 zero_copy_only=False)):
             found[sha] = np.asarray(vector, dtype=np.float32)
@@ -629,6 +635,12 @@ def index_document(lake: Lake, index: VectorIndex, profile: Profile, document: s
 
 def remove_document(lake: Lake, index: VectorIndex, document: str) -> dict[str, int]:
     """Forget a document: its rows leave every LanceDB table and every lake table."""
-    rows = index.delete_document(document)
-    files = lake.delete_document(document)
+    return remove_documents(lake, index, [document])
+
+
+def remove_documents(lake: Lake, index: VectorIndex, documents: Sequence[str]) -> dict[str, int]:
+    """Forget many documents at once: LanceDB rows first (search stops serving them), then
+    their lake files, in one pass over each."""
+    rows = index.delete_documents(documents)
+    files = lake.delete_documents(documents)
     return {"lancedb_rows": rows, "lake_files": files}

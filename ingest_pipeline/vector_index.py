@@ -137,14 +137,21 @@ class VectorIndex:
         return {"rows_before": before, "rows": after}
 
     def delete_document(self, document: str) -> int:
+        return self.delete_documents([document])
+
+    def delete_documents(self, documents: Sequence[str], chunk: int = 500) -> int:
+        """Delete these documents' rows from every table: one delete per table and chunk of ids."""
         removed = 0
+        documents = sorted(set(documents))
         with self.writing():
             for name in self.tables():
                 table = self.db.open_table(name)
-                n = table.count_rows(f"document_id = {_quote(document)}")
-                if n:
-                    table.delete(f"document_id = {_quote(document)}")
-                    removed += n
+                for start in range(0, len(documents), chunk):
+                    where = "document_id IN (" + ", ".join(_quote(d) for d in documents[start:start + chunk]) + ")"
+                    n = table.count_rows(where)
+                    if n:
+                        table.delete(where)
+                        removed += n
         return removed
 
     def refresh_text_index(self, profile: str) -> None:
