@@ -316,9 +316,21 @@ def run_chunker(
                "seconds": round(time.perf_counter() - started, 4)}
     meta = {"fingerprint": fingerprint, "chunker": info.ref, "config_hash": info.config_hash,
             "claimed_pages": sorted({a.page for a in answer}), "error": error,
+            "content": _claim_content(rows, sorted({a.page for a in answer}), error, info),
             "summary": summary, "checks": checks, "metrics": metrics}
     lake.write("claims", (info.asset_name, document), pa.Table.from_pylist(rows, schema=tables.CLAIMS), meta=meta)
     return Outcome(document, "failed" if error else "new", {**summary, **({"error": error} if error else {})})
+
+
+def _claim_content(rows: list[dict[str, Any]], pages: list[int], error: str | None, info: ChunkerInfo) -> str:
+    """A hash of what a claim says (not of how it was asked): a chunker that disclaims a
+    document says the same thing under any configuration, so the chunk map downstream of
+    it stays as it is when only that configuration changes."""
+    pieces = [[r["page"], r["piece"], r["text"], sha256_bytes(r["image"]) if r["image"] else None, r["bbox"],
+               r["bbox_reason"], r["layout"], r["header_path"], r["content_type"], r["embed_text"], r["meta"]]
+              for r in rows]
+    # Chunk ids hash the config, so a claim with pieces depends on it.
+    return _fingerprint(info.ref, info.config_hash if rows else None, pages, error, pieces)
 
 
 def _direct(fn, *args):
@@ -359,7 +371,7 @@ def load_claim(lake: Lake, info: ChunkerInfo, document: str) -> tuple[Claim, str
         chunker=info.ref, config_hash=meta.get("config_hash", info.config_hash), error=meta.get("error"),
         pages=tuple(PageChunks(page=p, pieces=tuple(pieces)) for p, pieces in sorted(by_page.items())),
     )
-    return claim, meta.get("fingerprint", "")
+    return claim, meta.get("content") or meta.get("fingerprint", "")
 
 
 # ---------------------------------------------------------------- chunk map
