@@ -9,10 +9,12 @@ reflects have ended, never beside them.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
 import uuid
+import zlib
 from dataclasses import dataclass, field
 
 from dagster import (
@@ -33,9 +35,13 @@ from ingest_pipeline.documents import entry_for, save_inventory, walk_files
 from ingest_pipeline.partitions import DOCUMENTS, contiguous_batches
 from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.resources import IngestResource
-from ingest_pipeline.stages import StageError, record_error, remove_document
+from ingest_pipeline.stages import StageError, record_error, remove_documents
 
 MAX_FILES_PER_TICK = 200
+# Vanished files forgotten per tick (one lake walk and one LanceDB delete per table each tick).
+MAX_REMOVALS_PER_TICK = 1000
+# A cursor past this size is stored compressed (10,000 seen files are ~0.5 MB of JSON).
+COMPRESS_CURSOR_OVER = 32 * 1024
 BATCH_TAG = "ingest_pipeline/batch"
 SOURCE_TAG = "ingest_pipeline/source"
 # A requested batch whose run never appears (the request was lost) is requested again after this.
@@ -57,19 +63,32 @@ class SensorCursor:
 
     @classmethod
     def load(cls, raw: str | None) -> "SensorCursor":
+        if raw and raw.startswith(_COMPRESSED):
+            raw = zlib.decompress(base64.b64decode(raw[len(_COMPRESSED):])).decode("utf-8")
         data = json.loads(raw) if raw else {}
         return cls(seen=data.get("seen", {}), pending=data.get("pending", {}))
 
     def dump(self) -> str:
-        return json.dumps({"seen": self.seen, "pending": self.pending}, sort_keys=True)
+        text = json.dumps({"seen": self.seen, "pending": self.pending}, sort_keys=True)
+        if len(text) <= COMPRESS_CURSOR_OVER:
+            return text
+        return _COMPRESSED + base64.b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")
 
     def pending_paths(self) -> set[str]:
         return {rel for batch in self.pending.values() for rel in batch["files"]}
 
 
-def _latest_run(instance, batch_id: str):
-    runs = instance.get_runs(filters=RunsFilter(tags={BATCH_TAG: batch_id}), limit=1)
-    return runs[0] if runs else None
+_COMPRESSED = "zlib:"
+
+
+def _latest_runs(instance, batch_ids: list[str]) -> dict:
+    """The newest run of each pending batch, in one query for all of them."""
+    if not batch_ids:
+        return {}
+    latest: dict = {}
+    for run in instance.get_runs(filters=RunsFilter(tags={BATCH_TAG: batch_ids})):  # newest first
+        latest.setdefault(run.tags.get(BATCH_TAG), run)
+    return latest
 
 
 def evaluate_source_folder(context: SensorEvaluationContext, p: Pipeline, job_name: str, catalog_job: str,
@@ -89,13 +108,15 @@ def evaluate_source_folder(context: SensorEvaluationContext, p: Pipeline, job_na
         except FileNotFoundError:
             continue
         current[os.path.relpath(path, root)] = (path, [stat.st_size, stat.st_mtime_ns])
-    known = set(context.instance.get_dynamic_partitions(DOCUMENTS))  # read once per tick
+    partition_keys = context.instance.get_dynamic_partitions(DOCUMENTS)  # read once per tick
+    known = set(partition_keys)
     now = time.time()
 
     # 1. Batches whose runs ended: success marks their files seen, failure asks again.
     settled, retry_files, notes = 0, {}, []
+    latest = _latest_runs(context.instance, list(cursor.pending))
     for batch_id, batch in list(cursor.pending.items()):
-        run = _latest_run(context.instance, batch_id)
+        run = latest.get(batch_id)
         if run is None:
             if now - batch["at"] < LOST_AFTER_SECONDS:
                 continue
@@ -134,17 +155,19 @@ def evaluate_source_folder(context: SensorEvaluationContext, p: Pipeline, job_na
     save_inventory(p.lake, entries)
     new_keys = [e.document_id for e in entries if e.document_id not in known]
 
-    # 3. Vanished files leave LanceDB, the lake and the partitions.
-    gone = [rel for rel in cursor.seen if rel not in current]
-    removed = []
+    # 3. Vanished files leave LanceDB, the lake and the partitions, a bounded number per tick.
+    gone = sorted(rel for rel in cursor.seen if rel not in current)
+    deferred = deferred or len(gone) > MAX_REMOVALS_PER_TICK
+    gone = gone[:MAX_REMOVALS_PER_TICK]
+    gone_ids = [entry_for(settings, os.path.join(root, rel)).document_id for rel in gone]
+    if gone_ids:
+        remove_documents(p.lake, p.index, gone_ids)
+    removed = [doc for doc in gone_ids if doc in known]
     for rel in gone:
-        entry = entry_for(settings, os.path.join(root, rel))
-        remove_document(p.lake, p.index, entry.document_id)
-        if entry.document_id in known:
-            removed.append(entry.document_id)
         cursor.seen.pop(rel, None)
 
-    ordered = [k for k in context.instance.get_dynamic_partitions(DOCUMENTS) if k not in removed] + new_keys
+    removed_set = set(removed)
+    ordered = [k for k in partition_keys if k not in removed_set] + new_keys
     rel_of = {e.document_id: rel for e, rel in zip(entries, changed)}
     requests = []
     for batch in contiguous_batches(ordered, set(rel_of), batch_size):
