@@ -14,6 +14,7 @@ from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.readers import reader_ids
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.resources import resources_for
+from ingest_pipeline.schedules import housekeeping_job, housekeeping_schedule
 from ingest_pipeline.sensors import build_source_sensor
 from ingest_pipeline.settings import Settings, load_settings
 
@@ -55,7 +56,8 @@ def build_definitions(settings: Settings) -> Definitions:
     evals = [build_eval_asset(profile) for profile in settings.profiles]
     return Definitions(
         assets=[*per_document, catalog, *evals],
-        jobs=[ingest_job, catalog_job],
+        jobs=[ingest_job, catalog_job, housekeeping_job],
+        schedules=[housekeeping_schedule],
         sensors=[build_source_sensor(ingest_job, catalog_job, settings.sensor_interval)],
         resources=resources_for(settings),
         executor=executor_for(settings),

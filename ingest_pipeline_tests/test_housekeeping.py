@@ -95,3 +95,29 @@ def test_only_old_temporary_files_of_killed_writes_are_swept(tmp_path):
     assert housekeeping.sweep_temporary_files(lake) == 1
     assert not stale.exists() and fresh.exists()
     assert lake.read("pages", "doc").column("a").to_pylist() == [1]
+
+
+def test_the_scheduled_job_compacts_a_real_root_and_waits_for_the_lancedb_pool(data_dir):
+    from ingest_pipeline.definitions import build_definitions
+    from ingest_pipeline.resources import resources_for
+    from ingest_pipeline.schedules import HOUSEKEEPING_JOB
+    from ingest_pipeline.settings import load_settings
+    from ingest_pipeline_tests.dagster_helpers import temporary_instance
+
+    settings = load_settings(data_dir)
+    defs = build_definitions(settings)
+    job = defs.resolve_job_def(HOUSEKEEPING_JOB)
+    assert {s.job_name for s in defs.schedules} >= {HOUSEKEEPING_JOB}
+    assert job.graph.node_named("optimize_lancedb").definition.pool == "lancedb"  # never beside LanceDB writes
+
+    rng = np.random.default_rng(4)
+    index = VectorIndex(settings.lancedb_uri, dim=DIM)
+    for n in range(6):
+        index.sync_document("default", f"d{n}", _rows(f"d{n}", [f"d{n}-{i}" for i in range(3)], rng))
+    before = housekeeping._fragments(index.open("default"))
+    result = job.execute_in_process(instance=temporary_instance(data_dir), resources=resources_for(settings))
+    assert result.success
+    table = index.open("default")
+    assert housekeeping._fragments(table) < before and table.count_rows() == 18
+    assert any(tuple(i.columns) == ("text",) for i in table.list_indices())
+    assert os.path.exists(settings.catalog_path)
