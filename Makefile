@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 DATA ?= data
 QUESTION ?= how much water do tomato plants need
 
-.PHONY: run test ui bench corpus clean-data
+.PHONY: run test ui bench bench-suite corpus clean-data
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ ui: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/ingest_bench.py
+
+bench-suite: $(VENV)/.installed
+	$(BIN)/python bench/suite.py
 
 corpus: $(VENV)/.installed
 	$(BIN)/ingest-pipeline --data /tmp/ingest-corpus ingest ../shared/corpus/files
