@@ -197,3 +197,63 @@ def query(lake: Lake, sql: str, params: list[Any] | None = None) -> pa.Table:
         return con.sql(sql, params=params or None).to_arrow_table()
     finally:
         con.close()
+
+
+sql_string = _sql_string  # the one literal builder, for SQL that cannot take a parameter
+
+# Statements an analyst's SQL may not run: they write files outside the database.
+_WRITING_STATEMENTS = ("COPY", "EXPORT", "COPY_DATABASE")
+
+
+def analyst_connection(lake: Lake, catalog_path: str):
+    """A connection for a person's own SQL (``query``): the catalog file opened read-only,
+    fresh views over the lake as temporary views, file access limited to reading the lake,
+    and the configuration locked so the SQL cannot lift those limits."""
+    import duckdb
+    import pyarrow.fs as pafs
+
+    if is_remote(lake):
+        con = connect(lake)
+        con.execute("SET lock_configuration = true")
+        return con
+    if not os.path.exists(catalog_path):
+        build_catalog(lake, catalog_path)
+    try:
+        con = duckdb.connect(catalog_path, read_only=True)
+    except duckdb.Error:
+        # A run is rewriting the catalog (DuckDB's single writer holds the file): the same
+        # views in memory serve the query, under the same limits.
+        con = duckdb.connect(":memory:")
+    try:
+        for table in VIEWS:
+            con.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {view_sql(lake, table)}')
+        for name, sql in DERIVED.items():
+            con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS {sql}')
+        if isinstance(lake.fs, pafs.LocalFileSystem):
+            root = os.path.abspath(lake.root).rstrip("/") + "/"
+            con.execute("SET allowed_directories = ?", [[root]])
+            con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+    except Exception:
+        con.close()
+        raise
+    return con
+
+
+def analyst_query(lake: Lake, catalog_path: str, sql: str) -> pa.Table:
+    """Full SQL for a local analyst, over a read-only catalog: reads anything in the lake,
+    writes nothing (statements that write files are refused)."""
+    con = analyst_connection(lake, catalog_path)
+    try:
+        statements = con.extract_statements(sql)
+        if not statements:
+            raise ValueError("no SQL statement given")
+        for statement in statements:
+            if statement.type.name in _WRITING_STATEMENTS:
+                raise PermissionError(f"query is read-only: {statement.type.name} statements are refused")
+        result = None
+        for statement in statements:
+            result = con.sql(statement.query)
+        return result.to_arrow_table() if result is not None else pa.table({})
+    finally:
+        con.close()

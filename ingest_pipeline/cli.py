@@ -117,10 +117,10 @@ def cmd_search(args) -> int:
 
 
 def cmd_query(args) -> int:
-    from ingest_pipeline.catalog import query
+    from ingest_pipeline.catalog import analyst_query
 
     p = _pipeline(args)
-    table = query(p.lake, args.sql)
+    table = analyst_query(p.lake, p.settings.catalog_path, args.sql)
     rows = table.to_pylist()
     if args.json:
         print(_json(rows))

@@ -125,11 +125,10 @@ def _embed_cached(pipeline: Pipeline, texts: Sequence[str]) -> np.ndarray:
 
 def profile_ranking(pipeline: Pipeline, profile: str, qs: QuestionSet, docs: dict[str, str],
                     question_vectors: np.ndarray, mode: str = "hybrid") -> list[list[str]]:
-    keys = ", ".join("'" + d.replace("'", "''") + "'" for d in docs)
-    where = f"document_id IN ({keys})" if docs else None
+    within = sorted(docs) if docs else None
     ranked = []
     for question, vector in zip(qs.questions, question_vectors):
-        hits = pipeline.index.search(profile, question.text, vector.tolist(), k=10, mode=mode, where=where)
+        hits = pipeline.index.search(profile, question.text, vector.tolist(), k=10, mode=mode, documents=within)
         ranked.append([h["path"] for h in hits])
     return ranked
 
@@ -148,9 +147,9 @@ def _brute_force(texts_paths: list[tuple[str, str]], pipeline: Pipeline, questio
 
 def baseline_units(pipeline: Pipeline, docs: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
     """The baselines' chunks: whole pages, and 1000-character recursive splits per page."""
-    keys = ", ".join("'" + d.replace("'", "''") + "'" for d in docs)
-    pages = query(pipeline.lake, f"select document_id, page, text from pages where status = 'read' "
-                                 f"and document_id in ({keys}) order by document_id, page").to_pylist() if docs else []
+    pages = query(pipeline.lake, "select document_id, page, text from pages where status = 'read' "
+                                 "and document_id in (select unnest(?::VARCHAR[])) order by document_id, page",
+                  [sorted(docs)]).to_pylist() if docs else []
     units = {"baseline:page": [(p["text"], docs[p["document_id"]]) for p in pages if p["text"].strip()]}
     try:
         from langchain_text_splitters import RecursiveCharacterTextSplitter
@@ -164,9 +163,9 @@ def baseline_units(pipeline: Pipeline, docs: dict[str, str]) -> dict[str, list[t
 
 
 def profile_stats(pipeline: Pipeline, profile: str, docs: dict[str, str]) -> tuple[int, float]:
-    keys = ", ".join("'" + d.replace("'", "''") + "'" for d in docs) or "''"
-    row = query(pipeline.lake, f"select count(*) as n, avg(tokens) as t from chunks where profile = '{profile}' "
-                               f"and document_id in ({keys}) and text is not null").to_pylist()[0]
+    row = query(pipeline.lake, "select count(*) as n, avg(tokens) as t from chunks where profile = ? "
+                               "and document_id in (select unnest(?::VARCHAR[])) and text is not null",
+                [profile, sorted(docs)]).to_pylist()[0]
     return row["n"], float(row["t"] or 0.0)
 
 

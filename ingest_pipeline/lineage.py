@@ -25,9 +25,8 @@ def _materialization(instance: Any, key_path: list[str], partition: str, run_id:
 
 def explain_chunk(pipeline: Pipeline, chunk_id: str, profile: str | None = None, instance: Any = None) -> list[dict]:
     """The chain behind a chunk id, one entry per profile that holds it."""
-    cid = chunk_id.replace("'", "''")
-    where = f"chunk_id = '{cid}'" + (f" AND profile = '{profile}'" if profile else "")
-    rows = query(pipeline.lake, f"SELECT * FROM chunk_lineage WHERE {where}").to_pylist()
+    rows = query(pipeline.lake, "SELECT * FROM chunk_lineage WHERE chunk_id = ? AND (? IS NULL OR profile = ?)",
+                 [chunk_id, profile, profile]).to_pylist()
     if not rows:
         return []
     if instance is None:

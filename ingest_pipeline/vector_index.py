@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -45,8 +46,37 @@ def index_schema(dim: int) -> pa.Schema:
     ])
 
 
-def _quote(value: str) -> str:
+_COLUMN = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def filter_literal(value: str) -> str:
+    """The one way a value enters a LanceDB filter: a SQL string literal with its quotes
+    doubled (LanceDB's filters are DataFusion SQL, where a backslash is an ordinary
+    character). Only strings: anything else is refused, not stringified."""
+    if not isinstance(value, str):
+        raise TypeError(f"a LanceDB filter value must be a str, not {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError("a LanceDB filter value cannot hold a NUL character")
     return "'" + value.replace("'", "''") + "'"
+
+
+def _column(name: str) -> str:
+    if not _COLUMN.match(name):
+        raise ValueError(f"not a column name: {name!r}")
+    return name
+
+
+def where_equals(column: str, value: str) -> str:
+    """``column = 'value'``, safely built."""
+    return f"{_column(column)} = {filter_literal(value)}"
+
+
+def where_in(column: str, values: Iterable[str]) -> str:
+    """``column IN ('a', 'b')``, safely built; an empty list matches nothing."""
+    literals = [filter_literal(v) for v in values]
+    if not literals:
+        return "false"
+    return f"{_column(column)} IN ({', '.join(literals)})"
 
 
 class VectorIndex:
@@ -124,16 +154,17 @@ class VectorIndex:
         rows = rows.select(index_schema(self.dim).names).cast(index_schema(self.dim))
         with self.writing():
             table = self.open(profile, create=True)
-            before = table.count_rows(f"document_id = {_quote(document)}")
+            mine = where_equals("document_id", document)
+            before = table.count_rows(mine)
             (
                 table.merge_insert("chunk_id")
                 .when_matched_update_all()
                 .when_not_matched_insert_all()
-                .when_not_matched_by_source_delete(f"document_id = {_quote(document)}")
+                .when_not_matched_by_source_delete(mine)
                 .execute(rows, on_bad_vectors="null")
             )
             crash_point("lancedb")
-            after = table.count_rows(f"document_id = {_quote(document)}")
+            after = table.count_rows(mine)
         return {"rows_before": before, "rows": after}
 
     def delete_document(self, document: str) -> int:
@@ -147,7 +178,7 @@ class VectorIndex:
             for name in self.tables():
                 table = self.db.open_table(name)
                 for start in range(0, len(documents), chunk):
-                    where = "document_id IN (" + ", ".join(_quote(d) for d in documents[start:start + chunk]) + ")"
+                    where = where_in("document_id", documents[start:start + chunk])
                     n = table.count_rows(where)
                     if n:
                         table.delete(where)
@@ -166,7 +197,7 @@ class VectorIndex:
         table = self.open(profile)
         if table is None:
             return 0
-        return table.count_rows(f"document_id = {_quote(document)}" if document else None)
+        return table.count_rows(where_equals("document_id", document) if document else None)
 
     def search(
         self,
@@ -175,8 +206,9 @@ class VectorIndex:
         vector: Sequence[float] | None,
         k: int = 5,
         mode: str = "hybrid",
-        where: str | None = None,
+        documents: Iterable[str] | None = None,
     ) -> list[dict[str, Any]]:
+        """Hits of ``query`` (and ``vector``), only among ``documents`` when given."""
         if mode not in SEARCH_MODES:
             raise ValueError(f"mode must be one of {SEARCH_MODES}")
         table = self.open(profile)
@@ -192,8 +224,8 @@ class VectorIndex:
                 .vector(list(vector))
                 .text(query)
             )
-        if where:
-            builder = builder.where(where, prefilter=True)
+        if documents is not None:
+            builder = builder.where(where_in("document_id", documents), prefilter=True)
         hits = builder.limit(k).to_arrow().to_pylist()
         for hit in hits:
             hit.pop("vector", None)
