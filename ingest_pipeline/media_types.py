@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import zipfile
 from pathlib import PurePosixPath
 
@@ -51,9 +52,24 @@ def by_name(name: str) -> str | None:
 
 def detect(content: bytes, name: str = "") -> str:
     """The media type of ``content``: magic bytes first, the file name second."""
+    return _classify(content[:PDF_HEADER_WINDOW], content[-PDF_HEADER_WINDOW:], len(content),
+                     lambda: io.BytesIO(content), name)
+
+
+def detect_file(path: str, name: str = "") -> str:
+    """:func:`detect` for a file on disk, reading only its first and last KiB (and a zip's
+    directory), so a file can be typed — and refused by size — before it is loaded."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as handle:
+        head = handle.read(PDF_HEADER_WINDOW)
+        handle.seek(max(size - PDF_HEADER_WINDOW, 0))
+        tail = handle.read(PDF_HEADER_WINDOW)
+    return _classify(head, tail, size, lambda: open(path, "rb"), name or path)
+
+
+def _classify(head: bytes, tail: bytes, size: int, opener, name: str) -> str:
     named = by_name(name)
-    head = content[:PDF_HEADER_WINDOW]
-    if b"%PDF-" in head:
+    if _is_pdf(head, tail, named):
         return PDF
     if head.startswith(b"\x89PNG\r\n\x1a\n"):
         return PNG
@@ -64,8 +80,8 @@ def detect(content: bytes, name: str = "") -> str:
     if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
         return OLE2  # legacy Office or an encrypted OOXML package
     if head.startswith(b"PK\x03\x04"):
-        return _zip_kind(content, named)
-    if not content:
+        return _zip_kind(opener, named)
+    if not size:
         return named or UNKNOWN
     if _looks_textual(head):
         if named in (CSV, TSV, MARKDOWN, TEXT):
@@ -74,9 +90,23 @@ def detect(content: bytes, name: str = "") -> str:
     return named if named in (PDF,) else UNKNOWN
 
 
-def _zip_kind(content: bytes, named: str | None) -> str:
+def _is_pdf(head: bytes, tail: bytes, named: str | None) -> bool:
+    """A PDF starts with ``%PDF-``; PDF readers also accept junk before it within the first
+    KiB, so a later header counts only for a file that is not named and shaped as text
+    and that ends like a PDF (a cross-reference or an ``%%EOF`` in its last KiB)."""
+    at = head.find(b"%PDF-")
+    if at < 0:
+        return False
+    if head[:at].strip(b" \t\r\n\x00\xef\xbb\xbf") == b"":
+        return True
+    if named in (CSV, TSV, MARKDOWN, TEXT) and _looks_textual(head[:at]):
+        return False
+    return b"%%EOF" in tail or b"startxref" in tail
+
+
+def _zip_kind(opener, named: str | None) -> str:
     try:
-        with zipfile.ZipFile(io.BytesIO(content)) as zf:
+        with opener() as handle, zipfile.ZipFile(handle) as zf:
             names = zf.namelist()
     except (zipfile.BadZipFile, OSError, ValueError):
         # A damaged package: trust an OOXML name so the reader reports the damage.
@@ -87,6 +117,16 @@ def _zip_kind(content: bytes, named: str | None) -> str:
                 return XLSM
             return media
     return ZIP
+
+
+_FAMILIES = {TEXT: "text", MARKDOWN: "markdown", CSV: "delimited", TSV: "delimited", PDF: "pdf",
+             DOCX: "office", PPTX: "office", XLSX: "office", XLSM: "office", OLE2: "office",
+             PNG: "image", JPEG: "image", TIFF: "image"}
+
+
+def size_family(media_type: str) -> str:
+    """The ``[limits.max_mib]`` key that bounds a media type's file size."""
+    return _FAMILIES.get(media_type, "other")
 
 
 def _looks_textual(head: bytes) -> bool:

@@ -16,7 +16,8 @@ from typing import Any
 OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 MiB = 1024 * 1024
 _READ_BLOCK = 1 << 16
-_DTD_MARKERS = (b"<!DOCTYPE", b"<!ENTITY", "<!DOCTYPE".encode("utf-16-le"), "<!ENTITY".encode("utf-16-le"))
+_DTD_MARKERS = tuple(m.encode(e) for m in ("<!DOCTYPE", "<!ENTITY") for e in ("ascii", "utf-16-le", "utf-16-be"))
+_MARKER_OVERLAP = max(len(m) for m in _DTD_MARKERS) - 1
 
 
 class PackageError(Exception):
@@ -290,22 +291,23 @@ class SafePackage:
 
 
 class _Head:
-    """A file-like object over a block iterator that refuses DTDs in the first blocks."""
+    """A file-like object over a block iterator that refuses a DTD anywhere in the part."""
 
     def __init__(self, blocks: Iterator[bytes], name: str) -> None:
         self._blocks = blocks
         self._name = name
         self._buffer = b""
-        self._checked = 0
+        self._tail = b""
 
     def read(self, size: int = -1) -> bytes:
         while size < 0 or len(self._buffer) < size:
             block = next(self._blocks, None)
             if block is None:
                 break
-            if self._checked < 4 * _READ_BLOCK:
-                refuse_dtd(block, self._name)
-                self._checked += len(block)
+            # Every block is scanned, with the end of the previous one so a marker split
+            # across two blocks is still seen.
+            refuse_dtd(self._tail + block, self._name)
+            self._tail = block[-_MARKER_OVERLAP:]
             self._buffer += block
         if size < 0:
             data, self._buffer = self._buffer, b""
@@ -315,9 +317,9 @@ class _Head:
 
 
 def refuse_dtd(data: bytes, name: str) -> None:
-    """OOXML parts never carry a DTD; one that does is refused (entity expansion)."""
-    head = data[: 4 * _READ_BLOCK]
-    if any(marker in head for marker in _DTD_MARKERS):
+    """OOXML parts never carry a DTD; one that does is refused (entity expansion). The
+    whole part is scanned: a prolog may be any length before its DOCTYPE."""
+    if any(marker in data for marker in _DTD_MARKERS):
         raise PackageError(
             f"refused XML part {name}: it declares a DTD/entities (possible entity-expansion attack)"
         )

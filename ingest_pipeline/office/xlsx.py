@@ -133,6 +133,9 @@ class _Workbook:
         rels = package.rels(self.part)
         self.epoch = dt.datetime(1899, 12, 30)
         self.sheets: list[tuple[str, str, str, str | None]] = []  # name, state, part, kind
+        # Without the workbook's relationships, parts are found by their conventional names
+        # (what every writer uses), so a workbook that lost its rels part still reads.
+        self.rels_missing = not rels
         for element in root.iter():
             name = localname(element)
             if name == "workbookPr" and (attr(element, "date1904") or "").lower() in ("1", "true"):
@@ -142,17 +145,31 @@ class _Workbook:
                 rel = rels.get(rid or "")
                 part = rel[1] if rel and not rel[2] else None
                 kind = "chartsheet" if rel and "chartsheet" in rel[0].lower() else "worksheet"
+                if rel is None:
+                    part, kind = self._conventional_sheet(len(self.sheets) + 1, element.get("sheetId"))
                 self.sheets.append((element.get("name") or f"Sheet{len(self.sheets) + 1}",
                                     element.get("state") or "visible", part or "", kind))
         self.shared: list[str] = []
         self.date_styles: set[int] = set()
-        for rtype, target, external in rels.values():
-            if external:
-                continue
+        parts = [(t, target) for t, target, external in rels.values() if not external]
+        if self.rels_missing:
+            directory = self.part.rsplit("/", 1)[0] if "/" in self.part else ""
+            parts = [("/sharedStrings", f"{directory}/sharedStrings.xml".lstrip("/")),
+                     ("/styles", f"{directory}/styles.xml".lstrip("/"))]
+        for rtype, target in parts:
             if rtype.endswith("/sharedStrings") and package.has(target):
                 self._read_shared(target)
             elif rtype.endswith("/styles") and package.has(target):
                 self._read_styles(target)
+
+    def _conventional_sheet(self, position: int, sheet_id: str | None) -> tuple[str | None, str]:
+        directory = self.part.rsplit("/", 1)[0] if "/" in self.part else ""
+        for number in dict.fromkeys(n for n in (sheet_id, str(position)) if n):
+            for folder, kind in (("worksheets", "worksheet"), ("chartsheets", "chartsheet")):
+                name = f"{directory}/{folder}/sheet{number}.xml".lstrip("/")
+                if self.package.has(name):
+                    return self.package.resolve(name), kind
+        return None, "worksheet"
 
     def _read_shared(self, part: str) -> None:
         for element in self.package.iterparse(part, ("{*}si",)):
@@ -202,6 +219,9 @@ def _read_sheet(book: _Workbook, index: int, name: str, state: str, part: str, k
 
     sheet = SheetData(name=name, index=index, state=state, kind=kind)
     if not part or not book.package.has(part):
+        # A sheet whose part cannot be found is unread, not blank.
+        why = "the workbook's relationships part is missing" if book.rels_missing else "its relationship is broken"
+        sheet.error = f"sheet {name!r}: its part was not found ({why})"
         return sheet
     package = book.package
     for rtype, target, external in package.rels(part).values():
