@@ -154,14 +154,29 @@ class TableLayout:
 
 
 @dataclass(frozen=True)
+class LayoutRegion:
+    """One region of the page a piece was packed from (a paragraph, heading or table)."""
+
+    role: str
+    bbox: BBox
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bbox", validate_bbox(self.bbox))
+
+
+@dataclass(frozen=True)
 class Layout:
-    """How a text piece sits in its page: a role and, for tables, the cell grid."""
+    """How a text piece sits in its page: a role, for tables the cell grid, and for a
+    piece packed from several regions their boxes (so a viewer can highlight exactly)."""
 
     role: str
     table: TableLayout | None = None
+    regions: tuple[LayoutRegion, ...] = ()
 
     def to_json(self) -> str:
         data: dict[str, Any] = {"role": self.role}
+        if self.regions:  # absent when empty, so layouts without regions serialize as before
+            data["regions"] = [{"role": r.role, "bbox": list(r.bbox)} for r in self.regions]
         if self.table is not None:
             data["table"] = {
                 "rows": self.table.rows,
@@ -190,6 +205,7 @@ class Layout:
         table = data.get("table")
         return cls(
             role=data["role"],
+            regions=tuple(LayoutRegion(r["role"], tuple(r["bbox"])) for r in data.get("regions") or ()),
             table=None
             if table is None
             else TableLayout(

@@ -1,0 +1,428 @@
+"""pdf@4: passages for retrieval, packed from the page layout the other PDF versions find.
+
+A passage is a run of consecutive regions of one page in reading order — pdf@2's
+paragraphs and headings, pdf@3's ruled tables, lines@2's groups of OCR-read lines — sized
+in the embedder's own tokens. It never crosses a page or a heading; a table is a passage
+of its own, split between rows (header repeated) when too large. Running headers,
+footers and page numbers are left out (named in the first passage's ``meta``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from pydantic import Field, model_validator
+
+from ingest_pipeline import media_types as mt
+from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
+from ingest_pipeline.contract import (
+    BBox,
+    ChunkPiece,
+    Layout,
+    LayoutRegion,
+    PageChunks,
+    PageOutput,
+    validate_bbox,
+)
+
+log = logging.getLogger(__name__)
+
+MODEL_LIMIT = 256  # tokens the embedder reads, [CLS] and [SEP] included
+_SPECIALS = 2
+_RUNNING = ("page_header", "page_footer")
+_LETTER = re.compile(r"[^\W\d_]")
+_NUMBER = re.compile(r"\d[\d,.]*")
+
+
+class PassageConfig(ChunkerConfig):
+    target_tokens: int = Field(default=160, ge=16, description="close a passage once it holds this many tokens")
+    max_tokens: int = Field(default=224, ge=32, le=MODEL_LIMIT,
+                            description="hard maximum of a passage's embedding text, specials included; the "
+                                        "rest of the model's 256 is left for the document title")
+    heading_size: float = Field(default=1.15, gt=1.0, description="a heading's font size over the body's")
+    max_heading_words: int = Field(default=16, ge=1)
+
+    @model_validator(mode="after")
+    def _target_below_max(self):
+        if self.target_tokens > self.max_tokens:
+            raise ValueError("target_tokens must not exceed max_tokens")
+        return self
+
+
+@functools.lru_cache(maxsize=1)
+def model_tokenizer():
+    """The embedder's own tokenizer (no truncation), without loading the model."""
+    from tokenizers import Tokenizer
+
+    from ingest_pipeline.embedding import MiniLMEmbedder
+
+    tokenizer = Tokenizer.from_file(MiniLMEmbedder.tokenizer_path())
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def count_tokens(texts: Sequence[str]) -> list[int]:
+    """Tokens of each text without specials; for this WordPiece model counts add up over
+    whitespace-joined texts."""
+    if not texts:
+        return []
+    return [len(e.ids) for e in model_tokenizer().encode_batch(list(texts), add_special_tokens=False)]
+
+
+def token_offsets(text: str) -> list[tuple[int, int]]:
+    return list(model_tokenizer().encode(text, add_special_tokens=False).offsets)
+
+
+@dataclass
+class Region:
+    """A unit the packer places: text with its normalized box and role. ``parts`` are its
+    lines (text, box) for a paragraph that may need cutting; ``piece`` a ready table."""
+
+    text: str
+    bbox: BBox | None
+    role: str
+    heading_level: float = 0.0  # > 0 for a heading: larger is higher in the outline
+    parts: list[tuple[str, BBox | None]] = field(default_factory=list)
+    piece: ChunkPiece | None = None
+    tokens: int = 0
+
+    @property
+    def heading(self) -> bool:
+        return self.heading_level > 0
+
+
+def _union(boxes: Sequence[BBox | None]) -> BBox | None:
+    real = [b for b in boxes if b is not None]
+    if not real:
+        return None
+    return validate_bbox((min(b[0] for b in real), min(b[1] for b in real),
+                          max(b[2] for b in real), max(b[3] for b in real)))
+
+
+class HeadingPath:
+    """The outline above the current point of a document: a stack of (level, text)."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[float, str]] = []
+
+    def enter(self, level: float, text: str) -> None:
+        while self.stack and self.stack[-1][0] <= level:
+            self.stack.pop()
+        self.stack.append((level, " ".join(text.split())[:120]))
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        return tuple(t for _, t in self.stack[-3:])
+
+
+@functools.lru_cache(maxsize=4096)
+def _prefix_tokens(prefix: tuple[str, ...]) -> int:
+    return count_tokens(["\n".join(prefix)])[0] if prefix else 0
+
+
+def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PassageConfig) -> list[ChunkPiece]:
+    """Passages of one page from its regions in reading order (``outline`` carries the
+    heading path over from the previous pages and is advanced here by its headings).
+
+    Regions join the open passage while its embedding text (heading path, text, specials)
+    stays within ``max_tokens``; it closes at ``target_tokens``, before a heading that
+    follows text, and around a table. A region too long alone is packed line by line,
+    and a line too long alone is cut at a sentence or word boundary."""
+    passages: list[ChunkPiece] = []
+    current: list[tuple[str, BBox | None, str]] = []  # (text, box, role)
+    used = 0
+
+    def prefix() -> tuple[str, ...]:
+        # headings the passage itself starts with are in its text, not in its prefix
+        own = {" ".join(t.split())[:120] for t, _, role in current if role == "heading"}
+        return tuple(p for p in outline.path if p not in own)
+
+    def room() -> int:
+        return config.max_tokens - _SPECIALS - _prefix_tokens(prefix()) - used
+
+    def add(text: str, box: BBox | None, role: str, tokens: int) -> None:
+        nonlocal used
+        current.append((text, box, role))
+        used += tokens
+
+    def flush() -> None:
+        nonlocal used
+        if current:
+            passages.append(_passage(current, outline.path, prefix()))
+        current.clear()
+        used = 0
+
+    for region in regions:
+        if region.piece is not None:  # a table: a passage of its own, split between rows to fit
+            flush()
+            passages.extend(_table_passages(region, outline.path, config))
+            continue
+        if region.heading:
+            if any(role != "heading" for _, _, role in current):
+                flush()
+            outline.enter(region.heading_level, region.text)  # headings in a row stay together
+        if current and region.tokens > room():
+            flush()
+        if region.tokens > room():  # too long alone: pack its lines; cut a line too long alone
+            for text, box in region.parts or [(region.text, region.bbox)]:
+                n = count_tokens([text])[0]
+                if current and n > room():
+                    flush()
+                if n > room():
+                    for part in _cut(text, room()):
+                        add(part, box, region.role, 0)
+                        flush()
+                    continue
+                add(text, box, region.role, n)
+            continue
+        add(region.text, region.bbox, region.role, region.tokens)
+        if config.max_tokens - room() >= config.target_tokens:
+            flush()
+    flush()
+    return passages
+
+
+def _cut(text: str, budget: int) -> list[str]:
+    from ingest_pipeline.token_limits import _split_text
+
+    return [t for t, _ in _split_text(text, token_offsets(text), budget)]
+
+
+def _passage(packed: Sequence[tuple[str, BBox | None, str]], path: tuple[str, ...],
+             prefix: tuple[str, ...]) -> ChunkPiece:
+    text = "\n".join(t for t, _, _ in packed)
+    bbox = _union([b for _, b, _ in packed])
+    regions = tuple(LayoutRegion(role, b) for _, b, role in packed if b is not None)
+    embed = "\n".join((*prefix, text)) if prefix else None
+    return ChunkPiece(
+        text=text, bbox=bbox, bbox_reason=None if bbox else "unresolved",
+        layout=Layout(role="passage", regions=regions), header_path=path, content_type="passage",
+        embed_text=embed, meta={"regions": len(packed)},
+    )
+
+
+def _table_passages(region: Region, path: tuple[str, ...], config: PassageConfig) -> list[ChunkPiece]:
+    from ingest_pipeline.token_limits import split_to_limit
+
+    piece = region.piece
+    embed = "\n".join((*path, piece.text)) if path else None
+    whole = replace(piece, header_path=path, embed_text=embed)
+    out = []
+    for part in split_to_limit(whole, token_offsets, config.max_tokens):
+        layout = part.layout
+        box = part.bbox
+        out.append(replace(part, layout=Layout(role="table", table=layout.table if layout else None,
+                                               regions=(LayoutRegion("table", box),) if box else ())))
+    return out
+
+
+# ---------------------------------------------------------------- regions from PDF layout
+
+
+def _is_heading_text(text: str, words: int) -> bool:
+    """Text that can be a heading: short, mostly letters, few numbers, starting with a
+    capital or a digit, not ending like a clause or a sentence of some length."""
+    letters = len(_LETTER.findall(text))
+    solid = len("".join(text.split()))
+    n = len(text.split())
+    stripped = text.strip()
+    return bool(0 < n <= words and solid and letters >= 0.6 * solid and len(_NUMBER.findall(text)) <= 2
+                and (stripped[0].isupper() or stripped[0].isdigit())
+                and not stripped.endswith((",", ";", ":")) and not (n > 6 and stripped.endswith(".")))
+
+
+def _alone_in_row(par, lines) -> bool:
+    """No other line shares a row with the paragraph's lines (a table's column labels do)."""
+    own = {id(ln) for ln in par.lines}
+    for mine in par.lines:
+        height = mine.y1 - mine.y0
+        for ln in lines:
+            if id(ln) not in own and min(ln.y1, mine.y1) - max(ln.y0, mine.y0) > 0.5 * min(height, ln.y1 - ln.y0):
+                return False
+    return True
+
+
+def pdf_regions(lines, frame, running: set[int], grids, weights: Sequence[int], config: PassageConfig,
+                tables_chunker) -> tuple[list[Region], list[dict]]:
+    """A text-layer page's regions in reading order, and the running lines left out.
+    Headings are short paragraphs set larger than the page's body text, or bold where
+    the body is not."""
+    from ingest_pipeline.pdf_layout import paragraphs
+
+    def inside(ln, g) -> bool:
+        x0, y0, x1, y1 = g.box
+        return x0 <= ln.cx <= x1 and y0 <= ln.cy <= y1
+
+    keep = [i for i, ln in enumerate(lines) if not any(inside(ln, g) for g in grids)]
+    remap = {old: new for new, old in enumerate(keep)}
+    kept = [lines[i] for i in keep]
+    weight_of = {id(lines[i]): weights[i] for i in keep}
+    pars = paragraphs(kept, frame.height, {remap[i] for i in running if i in remap})
+    body = [ln for p in pars if p.role not in _RUNNING for ln in p.lines if ln.direction == 0]
+    body_size = statistics.median([ln.size for ln in body]) if body else 0.0
+    # the body's weight: the weight most of the text is set in (by characters)
+    by_weight: dict[int, int] = {}
+    for ln in body:
+        by_weight[weight_of[id(ln)]] = by_weight.get(weight_of[id(ln)], 0) + len(ln.text)
+    body_bold = bool(by_weight) and max(by_weight, key=by_weight.get) >= 600
+    regions: list[Region] = []
+    left_out = []
+    for par in pars:
+        box = frame.normalize(par.box)
+        if par.role in _RUNNING:
+            left_out.append({"role": par.role, "text": par.text, "bbox": list(box) if box else None})
+            continue
+        first = par.lines[0]
+        size = max(ln.size for ln in par.lines)
+        bold = all(weight_of[id(ln)] >= 600 for ln in par.lines)
+        larger = body_size > 0 and size >= config.heading_size * body_size
+        level = 0.0
+        if (len(par.lines) <= 3 and first.direction == 0 and _is_heading_text(par.text, config.max_heading_words)
+                and _alone_in_row(par, kept)):
+            if larger or (bold and not body_bold and size >= 0.97 * body_size):  # not a small bold label
+                level = size / (body_size or size) + (0.05 if bold else 0.0)
+        role = "heading" if level else "paragraph"
+        regions.append(Region(par.text, box, role, heading_level=level,
+                              parts=[(ln.text, frame.normalize(ln.box)) for ln in par.lines]))
+    placed = []
+    body_pars = [p for p in pars if p.role not in _RUNNING]  # aligned with ``regions``
+    for g in grids:
+        pieces = tables_chunker._table_pieces(g, frame)
+        if pieces:
+            at = tables_chunker._table_position(body_pars, g.box)
+            placed.append((at, g.box[1], Region(pieces[0].text, pieces[0].bbox, "table", piece=pieces[0])))
+    for at, _top, region in sorted(placed, key=lambda t: (-t[0], -t[1])):  # from the back: positions hold
+        regions.insert(at, region)
+    return regions, left_out
+
+
+def ocr_regions(pieces: Sequence[ChunkPiece], heading_size: float, words: int) -> tuple[list[Region], list[dict]]:
+    """An OCR-read page's regions from lines@2's paragraphs (its role says heading by size)."""
+    regions, left_out = [], []
+    for piece in pieces:
+        role = piece.layout.role if piece.layout else "paragraph"
+        if role in _RUNNING:
+            left_out.append({"role": role, "text": piece.text, "bbox": list(piece.bbox) if piece.bbox else None})
+            continue
+        heading = role == "heading" and _is_heading_text(piece.text, words)
+        regions.append(Region(piece.text, piece.bbox, "heading" if heading else "paragraph",
+                              heading_level=heading_size if heading else 0.0))
+    return regions, left_out
+
+
+_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.I)
+
+
+def _weight(textpage, index: int, raw, ctypes) -> int:
+    """The font weight of one character: PDFium's, raised to 700 when the font's name
+    says bold (many filings' fonts report a light weight for their bold face)."""
+    weight = int(raw.FPDFText_GetFontWeight(textpage.raw, index))
+    if weight >= 600:
+        return weight
+    buffer = ctypes.create_string_buffer(128)
+    flags = ctypes.c_int(0)
+    n = raw.FPDFText_GetFontInfo(textpage.raw, index, buffer, 128, ctypes.byref(flags))
+    name = buffer.raw[: max(n - 1, 0)].decode("latin-1", "replace") if n else ""
+    return 700 if _BOLD_NAME.search(name) or flags.value & 0x40000 else weight
+
+
+def _page_layout(pdf, index: int, tables_chunker):
+    """(lines, frame, chars, grids, weights) of one page, loaded once (lock held)."""
+    import ctypes
+
+    import pypdfium2.raw as raw
+
+    from ingest_pipeline.pdf_layout import extract_lines, page_frame
+
+    page = pdf[index]
+    try:
+        frame = page_frame(page)
+        textpage = page.get_textpage()
+        try:
+            n = textpage.count_chars()
+            if n <= 0:
+                return [], frame, 0, [], []
+            lines, _unit = extract_lines(page, textpage, raw, ctypes, frame)
+            grids = tables_chunker._grids(page, textpage, frame)
+            weights = [_weight(textpage, ln.first_char, raw, ctypes) for ln in lines]
+            return lines, frame, n, grids, weights
+        finally:
+            textpage.close()
+    finally:
+        page.close()
+
+
+class PdfPassagesChunker(BaseChunker):
+    """pdf@4: layout regions packed into token-sized passages with heading paths."""
+
+    id = "pdf"
+    version = 4
+    summary = ("a passage: consecutive paragraphs of one PDF page under one heading (or one table, split "
+               "between rows), sized in the embedder's tokens; its box, its regions' boxes and heading path")
+    media_types = frozenset({mt.PDF})
+    builtin = True
+    opt_in = True
+    Config = PassageConfig
+
+    def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
+        from ingest_pipeline.chunkers.lines import LineParagraphsChunker
+        from ingest_pipeline.chunkers.pdf import PdfTablesChunker, opened_pdf
+        from ingest_pipeline.pdf_layout import running_lines
+
+        if not pages:
+            return ()
+        tables = PdfTablesChunker({"max_table_chars": 10**9})  # one piece per table; split here by tokens
+        laid_out = []  # (page output, lines, frame, grids, weights)
+        with opened_pdf(content) as pdf:
+            if pdf is None:
+                return ()
+            count = len(pdf)
+            for po in pages:
+                if po.status != "read" or not 1 <= po.page <= count:
+                    continue
+                try:
+                    lines, frame, n, grids, weights = _page_layout(pdf, po.page - 1, tables)
+                except Exception:  # noqa: BLE001 - one broken page costs only itself
+                    log.warning("pdf@4 could not lay out page %d", po.page, exc_info=True)
+                    continue
+                if n:
+                    laid_out.append((po, lines, frame, grids, weights))
+                elif po.lines:
+                    laid_out.append((po, None, None, None, None))  # OCR-read: lines@2's groups
+        text_pages = [x for x in laid_out if x[1] is not None]
+        marks = running_lines([x[1] for x in text_pages], [x[2].height for x in text_pages])
+        running: dict[int, set[int]] = {}
+        for p, i in marks:
+            running.setdefault(text_pages[p][0].page, set()).add(i)
+        ocr_pages = tuple(x[0] for x in laid_out if x[1] is None)
+        ocr = {pc.page: pc.pieces for pc in LineParagraphsChunker().chunk(content, media_type, ocr_pages)}
+        outline = HeadingPath()
+        out = []
+        for po, lines, frame, grids, weights in laid_out:
+            if lines is None:
+                if po.page not in ocr:
+                    continue
+                regions, left_out = ocr_regions(ocr[po.page], self.config.heading_size, self.config.max_heading_words)
+            else:
+                regions, left_out = pdf_regions(lines, frame, running.get(po.page, set()), grids, weights,
+                                                self.config, tables)
+            for region, n in zip(regions, count_tokens([r.text for r in regions])):
+                region.tokens = n
+            passages = pack_page(regions, outline, self.config)
+            if passages and left_out:
+                passages[0] = replace(passages[0], meta={**passages[0].meta, "left_out": left_out})
+            out.append(PageChunks(page=po.page, pieces=tuple(passages)))
+        return tuple(out)
+
+    def metrics(self, answer: tuple[PageChunks, ...]) -> dict:
+        pieces = [p for pc in answer for p in pc.pieces]
+        tokens = count_tokens([p.embed_text or p.text for p in pieces])
+        return {"passages": len(pieces), "tables": sum(1 for p in pieces if p.content_type == "table"),
+                "mean_tokens": round(statistics.mean(tokens), 1) if tokens else 0.0,
+                "max_tokens": max(tokens) + _SPECIALS if tokens else 0}

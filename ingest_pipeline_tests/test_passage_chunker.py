@@ -1,0 +1,107 @@
+"""pdf@4 passages on written PDFs: heading boundaries, tables alone, row splits with the
+header repeated, and the token maximum in the model's own tokenizer."""
+
+from __future__ import annotations
+
+from ingest_pipeline import media_types as mt
+from ingest_pipeline.chunkers.passage import PdfPassagesChunker
+from ingest_pipeline.contract import validate_bbox
+from ingest_pipeline.embedding import MiniLMEmbedder
+from ingest_pipeline_tests.pdf_writer import PdfWriter
+from ingest_pipeline_tests.test_pdf_lines import text_pages
+
+PDF = mt.PDF
+FILLER = "Net sales grew in every segment while costs of goods sold fell slightly over the year"
+
+
+def _passages(content: bytes, **config):
+    return PdfPassagesChunker(config).chunk(content, PDF, text_pages(content))
+
+
+def _model_tokens(text: str) -> int:
+    return MiniLMEmbedder().count_tokens([text])[0]  # the tokenizer the model is fed by
+
+
+def _contains(outer, inner) -> bool:
+    return outer[0] <= inner[0] + 1e-9 and outer[1] <= inner[1] + 1e-9 and outer[2] >= inner[2] - 1e-9 \
+        and outer[3] >= inner[3] - 1e-9
+
+
+def test_a_heading_starts_a_passage_and_leads_the_next_pages_embedding_text():
+    w = PdfWriter()
+    page = w.page()
+    page.text(72, 720, "Our products are sold through retail and direct channels.", 10)
+    page.text(72, 690, "Results of Operations", 16)
+    page.text(72, 670, "Revenue rose eight percent on higher volumes this year.", 10)
+    w.page().text(72, 720, "Operating margin widened as freight costs eased.", 10)
+    first, second = _passages(w.to_bytes())
+    assert [p.text.split("\n")[0] for p in first.pieces] == [
+        "Our products are sold through retail and direct channels.", "Results of Operations"]
+    before, after = first.pieces
+    assert "Revenue" in after.text and "Revenue" not in before.text
+    assert after.header_path == ("Results of Operations",) and before.header_path == ()
+    assert [r.role for r in after.layout.regions] == ["heading", "paragraph"]
+    for piece in (before, after):
+        assert all(_contains(piece.bbox, r.bbox) for r in piece.layout.regions)
+    (carried,) = second.pieces
+    assert carried.header_path == ("Results of Operations",)
+    assert carried.embed_text == "Results of Operations\nOperating margin widened as freight costs eased."
+
+
+def _table_page(w: PdfWriter, rows: int):
+    p = w.page()
+    p.text(72, 740, "The table below lists the quarterly figures.", 10)
+    top = 720
+    ys = [top - 20 * r for r in range(rows + 2)]
+    p.grid([72, 250, 400], ys)
+    p.text(76, top - 15, "Quarter", 10).text(254, top - 15, "Revenue", 10)
+    for r in range(1, rows + 1):
+        p.text(76, top - 15 - 20 * r, f"quarter {r} of the fiscal year", 10).text(254, top - 15 - 20 * r,
+                                                                                  f"{r * 1000}.00", 10)
+    p.text(72, ys[-1] - 30, "Figures are unaudited and in thousands of dollars.", 10)
+
+
+def test_a_table_is_a_passage_of_its_own():
+    w = PdfWriter()
+    _table_page(w, 3)
+    (page,) = _passages(w.to_bytes())
+    roles = [p.layout.role for p in page.pieces]
+    assert roles == ["passage", "table", "passage"]
+    table = page.pieces[1]
+    assert table.text.split("\n")[0] == "Quarter\tRevenue"
+    assert table.layout.table is not None and table.layout.table.rows == 4
+    assert [r.role for r in table.layout.regions] == ["table"]
+    assert all("Revenue" not in p.text for p in page.pieces if p is not table)
+
+
+def test_a_large_table_splits_between_rows_with_its_header_repeated():
+    w = PdfWriter()
+    _table_page(w, 30)
+    (page,) = _passages(w.to_bytes(), max_tokens=96, target_tokens=64)
+    parts = [p for p in page.pieces if p.layout.role == "table"]
+    assert len(parts) > 1
+    body = []
+    for part in parts:
+        rows = part.text.split("\n")
+        assert rows[0] == "Quarter\tRevenue"
+        assert _model_tokens(part.embed_text or part.text) <= 96
+        body += rows[1:]
+    assert body == [f"quarter {r} of the fiscal year\t{r * 1000}.00" for r in range(1, 31)]
+
+
+def test_no_passage_passes_the_token_maximum_and_no_text_is_lost():
+    w = PdfWriter()
+    page = w.page()
+    page.text(72, 740, "Liquidity and Capital Resources", 16)
+    for i in range(40):  # one long paragraph of forty lines
+        page.text(72, 720 - 12 * i, f"{FILLER} {i}", 9)
+    content = w.to_bytes()
+    for max_tokens, target in ((64, 48), (224, 160)):
+        (answer,) = _passages(content, max_tokens=max_tokens, target_tokens=target)
+        assert len(answer.pieces) > 1
+        for piece in answer.pieces:
+            assert _model_tokens(piece.embed_text or piece.text) <= max_tokens
+            validate_bbox(piece.bbox)
+            assert piece.header_path == ("Liquidity and Capital Resources",)
+        words = " ".join(p.text for p in answer.pieces).split()
+        assert [w for w in words if w.isdigit()] == [str(i) for i in range(40)]
