@@ -1,13 +1,21 @@
 """Retrieval quality per profile: question sets, recall@k and MRR@10, and two baselines
 computed with the same model in the same run (one chunk per page; LangChain's
-RecursiveCharacterTextSplitter at 1000 characters per page)."""
+RecursiveCharacterTextSplitter at 1000 characters per page).
+
+A question's answer is located by document (Docugami: a hit is any chunk of a named
+document) or by page (FinanceBench: a hit is a chunk of an evidence document on an
+evidence page). Profiles that are not indexed are embedded for the evaluation through
+the embedding cache and searched, like the served one, in a LanceDB table of their own
+in a temporary folder."""
 
 from __future__ import annotations
 
 import csv
 import fnmatch
+import json
 import os
 import re
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +29,10 @@ from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.stages import EmbeddingCache
 
 KS = (1, 5, 10)
-_PROJECT = Path(__file__).resolve().parents[1]
-_SHARED_QA = _PROJECT.parent / "shared" / "qa" / "docugami-sec10q"
+QA_ENV = "INGEST_QA"
+# Shared question sets by name: (folder under a qa root, loader)
+NAMED_SETS = {"docugami": "docugami-sec10q", "financebench": "financebench-dev",
+              "financebench-dev": "financebench-dev"}
 
 
 @dataclass(frozen=True)
@@ -31,9 +41,13 @@ class Question:
     sources: tuple[str, ...]  # globs over file names; a hit is a chunk of a matching document
     kind: str
     chunk_type: str
+    # (file name, 1-based page) of each evidence page; empty: any page of a source counts
+    pages: tuple[tuple[str, int], ...] = ()
 
-    def relevant(self, path: str) -> bool:
+    def relevant(self, path: str, page: int | None = None) -> bool:
         name = path.rsplit("/", 1)[-1]
+        if self.pages:
+            return any(name == n and page == p for n, p in self.pages)
         return any(fnmatch.fnmatch(name, g) or fnmatch.fnmatch(path, g) for g in self.sources)
 
 
@@ -63,26 +77,82 @@ def load_questions(path: str, subset: str | None = None) -> tuple[Question, ...]
     )
 
 
+def load_page_questions(folder: str) -> tuple[Question, ...]:
+    """Questions from a FinanceBench-style ``questions.jsonl``: each names its evidence
+    documents and their zero-based ``evidence_page_num`` (kept here 1-based)."""
+    out = []
+    with open(os.path.join(folder, "questions.jsonl"), encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            evidence = row.get("evidence") or []
+            pages = tuple(sorted({(f"{e.get('doc_name') or row['doc_name']}.pdf", int(e["evidence_page_num"]) + 1)
+                                  for e in evidence if e.get("evidence_page_num") is not None}))
+            out.append(Question(
+                text=row["question"].strip(),
+                sources=tuple(sorted({n for n, _ in pages} or {f"{row['doc_name']}.pdf"})),
+                kind=row.get("question_type") or "unknown",
+                chunk_type=row.get("question_reasoning") or "unknown",
+                pages=pages,
+            ))
+    return tuple(out)
+
+
+def qa_roots(data: str) -> list[Path]:
+    """Where named question sets are looked up: ``$INGEST_QA``, ``<storage root>/qa``, then a
+    ``shared/qa`` folder beside any parent of the storage root or the working directory."""
+    roots = [Path(os.environ[QA_ENV])] if os.environ.get(QA_ENV) else []
+    roots.append(Path(data) / "qa")
+    for start in (Path(data).resolve(), Path.cwd().resolve()):
+        roots += [parent / "shared" / "qa" for parent in (start, *start.parents)]
+    return roots
+
+
+def _named_folder(name: str, data: str) -> Path:
+    folder = NAMED_SETS[name]
+    for root in qa_roots(data):
+        if (root / folder).is_dir():
+            return (root / folder).resolve()
+    raise FileNotFoundError(f"question set {name!r}: no folder {folder}/ under ${QA_ENV}, {data}/qa "
+                            f"or a shared/qa beside the storage root")
+
+
 def question_set(name: str, data: str) -> QuestionSet:
-    """``docugami`` (the SEC 10-Q set in ../shared/qa), ``samples`` (the bundled sample
-    documents' questions), or a path to a CSV whose documents sit beside it in ``docs/``."""
+    """``docugami`` (SEC 10-Qs, located by document), ``financebench`` (10-Ks and 10-Qs,
+    located by page), ``samples`` (the bundled sample documents' questions, shipped with
+    the package), a folder holding ``questions.jsonl`` and ``pdfs/``, or a CSV whose
+    documents sit beside it in ``docs/``."""
     if name == "docugami":
-        return QuestionSet("docugami", load_questions(str(_SHARED_QA / "qna_data.csv"),
-                                                      str(_SHARED_QA / "subset_row_indices.txt")),
-                           str(_SHARED_QA / "docs"))
+        folder = _named_folder(name, data)
+        return QuestionSet("docugami", load_questions(str(folder / "qna_data.csv"),
+                                                      str(folder / "subset_row_indices.txt")),
+                           str(folder / "docs"))
+    if name in NAMED_SETS:
+        folder = _named_folder(name, data)
+        return QuestionSet(folder.name, load_page_questions(str(folder)), str(folder / "pdfs"))
     if name == "samples":
-        return QuestionSet("samples", load_questions(str(_PROJECT / "data" / "questions" / "samples.csv")),
-                           os.path.join(data, "sources"))
+        from importlib.resources import as_file, files
+
+        with as_file(files("ingest_pipeline") / "questions" / "samples.csv") as path:
+            questions = load_questions(str(path))
+        return QuestionSet("samples", questions, os.path.join(data, "sources"))
     path = Path(name)
+    if path.is_dir() and (path / "questions.jsonl").exists():
+        return QuestionSet(path.name, load_page_questions(str(path)), str(path / "pdfs"))
     return QuestionSet(path.stem, load_questions(str(path)), str(path.parent / "docs"))
 
 
-def score(questions: Sequence[Question], ranked: Sequence[Sequence[str]]) -> dict[str, Any]:
-    """recall@k (a relevant document among the top k), MRR@10, and hit@5 by question kind."""
+Ranked = Sequence[Sequence[tuple[str, int]]]
+
+
+def score(questions: Sequence[Question], ranked: Ranked) -> dict[str, Any]:
+    """recall@k (a relevant chunk among the top k: of a named document, or on an evidence
+    page when the set locates answers by page), MRR@10, and hit@5 by question kind."""
     n = len(questions)
     firsts = []
-    for question, paths in zip(questions, ranked):
-        first = next((i for i, p in enumerate(paths[:10]) if question.relevant(p)), None)
+    for question, hits in zip(questions, ranked):
+        first = next((i for i, (p, page) in enumerate(hits[:10]) if question.relevant(p, page)), None)
         firsts.append(first)
     metrics: dict[str, Any] = {"questions": n}
     for k in KS:
@@ -123,34 +193,60 @@ def _embed_cached(pipeline: Pipeline, texts: Sequence[str]) -> np.ndarray:
     return np.stack([found[s] for s in shas]) if shas else np.zeros((0, dim), dtype=np.float32)
 
 
+def eval_index(pipeline: Pipeline, profile: str, docs: dict[str, str], folder: str):
+    """A LanceDB table in ``folder`` holding an unindexed profile's chunks of the set's
+    documents, embedded through the cache, with the same full-text index as a served one."""
+    import pyarrow as pa
+
+    from ingest_pipeline.vector_index import VectorIndex, index_schema
+
+    index = VectorIndex(folder, pipeline.embedder.dim)
+    table = query(pipeline.lake, "select * exclude (image) from chunks where profile = ? "
+                                 "and document_id in (select unnest(?::VARCHAR[])) and text is not null",
+                  [profile, sorted(docs)])
+    rows = table.to_pylist()
+    vectors = _embed_cached(pipeline, [r["embed_text"] or r["text"] for r in rows])
+    for row, vector in zip(rows, vectors):
+        row["modality"] = "text"
+        row["vector"] = vector.tolist()
+    if rows:
+        data = pa.Table.from_pylist(rows, schema=index_schema(index.dim))
+        with index.writing():
+            index.open(profile, create=True).add(data)
+        index.refresh_text_index(profile)
+    return index
+
+
 def profile_ranking(pipeline: Pipeline, profile: str, qs: QuestionSet, docs: dict[str, str],
-                    question_vectors: np.ndarray, mode: str = "hybrid") -> list[list[str]]:
+                    question_vectors: np.ndarray, mode: str = "hybrid", index=None) -> list[list[tuple[str, int]]]:
     within = sorted(docs) if docs else None
+    index = index or pipeline.index
     ranked = []
     for question, vector in zip(qs.questions, question_vectors):
-        hits = pipeline.index.search(profile, question.text, vector.tolist(), k=10, mode=mode, documents=within)
-        ranked.append([h["path"] for h in hits])
+        hits = index.search(profile, question.text, vector.tolist(), k=10, mode=mode, documents=within)
+        ranked.append([(h["path"], h["page"]) for h in hits])
     return ranked
 
 
-def _brute_force(texts_paths: list[tuple[str, str]], pipeline: Pipeline, question_vectors: np.ndarray):
-    vectors = _embed_cached(pipeline, [t for t, _ in texts_paths])
-    paths = [p for _, p in texts_paths]
+def _brute_force(units: list[tuple[str, str, int]], pipeline: Pipeline, question_vectors: np.ndarray):
+    vectors = _embed_cached(pipeline, [t for t, _, _ in units])
+    where = [(p, page) for _, p, page in units]
     scores = question_vectors @ vectors.T if len(vectors) else np.zeros((len(question_vectors), 0))
     ranked = []
     for row in scores:
         order = np.argsort(-row, kind="stable")[:10]
-        ranked.append([paths[i] for i in order])
-    tokens = pipeline.embedder.count_tokens([t for t, _ in texts_paths]) if texts_paths else []
-    return ranked, len(texts_paths), (float(np.mean(tokens)) if tokens else 0.0)
+        ranked.append([where[i] for i in order])
+    tokens = pipeline.embedder.count_tokens([t for t, _, _ in units]) if units else []
+    return ranked, len(units), (float(np.mean(tokens)) if tokens else 0.0)
 
 
-def baseline_units(pipeline: Pipeline, docs: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
-    """The baselines' chunks: whole pages, and 1000-character recursive splits per page."""
+def baseline_units(pipeline: Pipeline, docs: dict[str, str]) -> dict[str, list[tuple[str, str, int]]]:
+    """The baselines' chunks (text, path, page): whole pages, and 1000-character recursive
+    splits per page."""
     pages = query(pipeline.lake, "select document_id, page, text from pages where status = 'read' "
                                  "and document_id in (select unnest(?::VARCHAR[])) order by document_id, page",
                   [sorted(docs)]).to_pylist() if docs else []
-    units = {"baseline:page": [(p["text"], docs[p["document_id"]]) for p in pages if p["text"].strip()]}
+    units = {"baseline:page": [(p["text"], docs[p["document_id"]], p["page"]) for p in pages if p["text"].strip()]}
     try:
         from langchain_text_splitters import RecursiveCharacterTextSplitter
     except ImportError:  # the baseline needs the dev extra; say so instead of failing
@@ -158,7 +254,8 @@ def baseline_units(pipeline: Pipeline, docs: dict[str, str]) -> dict[str, list[t
         return units
     splitter = RecursiveCharacterTextSplitter(chunk_size=1000)
     units["baseline:recursive_1000"] = [
-        (piece, docs[p["document_id"]]) for p in pages for piece in splitter.split_text(p["text"]) if piece.strip()]
+        (piece, docs[p["document_id"]], p["page"]) for p in pages for piece in splitter.split_text(p["text"])
+        if piece.strip()]
     return units
 
 
@@ -171,17 +268,22 @@ def profile_stats(pipeline: Pipeline, profile: str, docs: dict[str, str]) -> tup
 
 def evaluate(pipeline: Pipeline, qs: QuestionSet, profiles: Sequence[str], baselines: bool = True,
              mode: str = "hybrid", progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """One row of metrics per profile (served search mode) and per baseline."""
+    """One row of metrics per profile (served search mode) and per baseline. A profile
+    that is not indexed is embedded (through the cache) into a temporary LanceDB table
+    and searched the same way; its row says ``indexed: false``."""
     docs = set_documents(pipeline, qs)
     question_vectors = pipeline.embedder.embed([q.text for q in qs.questions])
     rows = []
-    for profile in profiles:
-        if progress:
-            progress(f"profile {profile}")
-        ranked = profile_ranking(pipeline, profile, qs, docs, question_vectors, mode=mode)
-        chunks, tokens = profile_stats(pipeline, profile, docs)
-        rows.append({"name": profile, "kind": "profile", "mode": mode, "chunks": chunks,
-                     "mean_tokens": round(tokens, 1), **score(qs.questions, ranked)})
+    with tempfile.TemporaryDirectory(prefix="ingest-eval-") as scratch:
+        for profile in profiles:
+            indexed = pipeline.settings.is_indexed(profile)
+            if progress:
+                progress(f"profile {profile}" + ("" if indexed else " (not indexed: embedding it for the evaluation)"))
+            index = None if indexed else eval_index(pipeline, profile, docs, scratch)
+            ranked = profile_ranking(pipeline, profile, qs, docs, question_vectors, mode=mode, index=index)
+            chunks, tokens = profile_stats(pipeline, profile, docs)
+            rows.append({"name": profile, "kind": "profile", "mode": mode, "indexed": indexed, "chunks": chunks,
+                         "mean_tokens": round(tokens, 1), **score(qs.questions, ranked)})
     if baselines:
         for name, units in baseline_units(pipeline, docs).items():
             if progress:
@@ -190,7 +292,7 @@ def evaluate(pipeline: Pipeline, qs: QuestionSet, profiles: Sequence[str], basel
                 rows.append({"name": name, "kind": "baseline", "unavailable": "install the dev extra"})
                 continue
             ranked, count, tokens = _brute_force(units, pipeline, question_vectors)
-            rows.append({"name": name, "kind": "baseline", "mode": "vector", "chunks": count,
+            rows.append({"name": name, "kind": "baseline", "mode": "vector", "indexed": False, "chunks": count,
                          "mean_tokens": round(tokens, 1), **score(qs.questions, ranked)})
     return rows
 
@@ -206,7 +308,11 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         kinds = r["by_kind"]
         table = kinds.get("chunk:Table", {}).get("mrr@10", float("nan"))
         text = kinds.get("chunk:Text", {}).get("mrr@10", float("nan"))
-        lines.append(f"{r['name']:28} {r['mode']:7} {r['chunks']:>7} {r['mean_tokens']:>7} {r['recall@1']:>6.3f} "
+        name = r["name"] + ("" if r.get("indexed", True) or r["kind"] != "profile" else " *")
+        lines.append(f"{name:28} {r['mode']:7} {r['chunks']:>7} {r['mean_tokens']:>7} {r['recall@1']:>6.3f} "
                      f"{r['recall@5']:>6.3f} {r['recall@10']:>6.3f} {r['mrr@10']:>7.3f} {table:>6.3f} {text:>6.3f}")
     lines.append("table/text: MRR@10 of questions whose answer sits in a table / in text")
+    if any(r["kind"] == "profile" and not r.get("indexed", True) for r in rows):
+        lines.append("* not indexed: embedded for this evaluation through the embedding cache, into a "
+                     "temporary LanceDB table")
     return "\n".join(lines)
