@@ -82,8 +82,16 @@ def _box(bbox) -> str:
     return f"[{bbox['x0']:.3f}, {bbox['y0']:.3f}, {bbox['x1']:.3f}, {bbox['y1']:.3f}]"
 
 
+class NotIndexed(Exception):
+    """A search named a profile that is not indexed."""
+
+
 def search_hits(p, query: str, profile: str | None, k: int, mode: str) -> list[dict[str, Any]]:
     profile = profile or p.settings.default_profile
+    if not p.settings.is_indexed(profile):
+        raise NotIndexed(f"profile '{profile}' is not indexed (its chunk map is in the lake, but nothing is "
+                         f"embedded or in LanceDB); set indexed = true under [profiles.{profile}] in "
+                         f"ingest_pipeline.toml and ingest again to search it")
     vector = p.embedder.embed([query])[0].tolist() if mode in ("vector", "hybrid") else None
     hits = p.index.search(profile, query, vector, k=k, mode=mode)
     return [{key: hit.get(key) for key in ("chunk_id", "document_id", "path", "page", "bbox", "bbox_reason",
@@ -93,7 +101,11 @@ def search_hits(p, query: str, profile: str | None, k: int, mode: str) -> list[d
 
 def cmd_search(args) -> int:
     p = _pipeline(args)
-    hits = search_hits(p, args.query, args.profile, args.k, args.mode)
+    try:
+        hits = search_hits(p, args.query, args.profile, args.k, args.mode)
+    except (NotIndexed, KeyError) as exc:
+        print(str(exc).strip('"'), file=sys.stderr)
+        return 2
     if args.explain:
         from ingest_pipeline.lineage import explain_chunk, format_chain
 
@@ -249,7 +261,7 @@ def cmd_eval(args) -> int:
         if not args.json:
             print(f"{qs.name}: {report.documents} documents ({len(report.unchanged)} unchanged, "
                   f"{len(report.failed)} failed), {len(qs.questions)} questions", file=sys.stderr)
-    profiles = [args.profile] if args.profile else [pr.name for pr in p.settings.profiles]
+    profiles = args.profile or [pr.name for pr in p.settings.profiles]
     rows = evaluate(p, qs, profiles, baselines=not args.no_baselines, mode=args.mode,
                     progress=None if args.json else lambda m: print(f"evaluating {m}…", file=sys.stderr))
     print(_json(rows) if args.json else format_table(rows))
@@ -288,8 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
     query_cmd.add_argument("sql")
     add("chunkers", cmd_chunkers, "list installed chunker versions")
     eval_cmd = add("eval", cmd_eval, "retrieval quality per profile, beside two baselines")
-    eval_cmd.add_argument("--profile", help="one profile (default: every configured profile)")
-    eval_cmd.add_argument("--questions", default="docugami", help="docugami, samples, or a CSV path")
+    eval_cmd.add_argument("--profile", action="append",
+                          help="a profile to evaluate, repeatable (default: every configured profile)")
+    eval_cmd.add_argument("--questions", default="docugami",
+                          help="docugami, financebench, samples, a folder with questions.jsonl, or a CSV path")
     eval_cmd.add_argument("--mode", choices=("vector", "text", "hybrid"), default="hybrid")
     eval_cmd.add_argument("--no-baselines", action="store_true")
     eval_cmd.add_argument("--skip-ingest", action="store_true", help="evaluate what is already ingested")

@@ -39,7 +39,8 @@ def build_definitions(settings: Settings) -> Definitions:
     profile_assets = []
     used: set[str] = set()
     for profile in settings.profiles:
-        profile_assets += build_profile_assets(registry, profile, MiniLMEmbedder.max_tokens)
+        profile_assets += build_profile_assets(registry, profile, MiniLMEmbedder.max_tokens,
+                                               indexed=settings.is_indexed(profile))
         used |= {f"{c.id}_v{c.version}" for c in registry.order_for(profile.chunkers)}
     per_document = [sources, pages, *chunk_assets, *profile_assets]
     # The ingest job runs the chunker versions some profile uses; the others stay in the
@@ -53,7 +54,7 @@ def build_definitions(settings: Settings) -> Definitions:
     catalog_job = define_asset_job(CATALOG_JOB, selection=AssetSelection.assets(catalog),
                                    tags={WORK_TAG: "catalog", **k8s_run_tags("catalog")},
                                    description="Rebuild the DuckDB views over the lake.")
-    evals = [build_eval_asset(profile) for profile in settings.profiles]
+    evals = [build_eval_asset(profile) for profile in settings.indexed_profiles]
     return Definitions(
         assets=[*per_document, catalog, *evals],
         jobs=[ingest_job, catalog_job, housekeeping_job],

@@ -28,6 +28,8 @@ class Profile:
     split_oversized: bool = True
     # Prefix every chunk's embedding text with its document's title (its file name).
     document_context: bool = False
+    # Embedded and written to LanceDB; None = only when it is the served profile.
+    indexed: bool | None = None
 
     def options(self) -> dict[str, Any]:
         return {"split_oversized": self.split_oversized, "document_context": self.document_context}
@@ -103,6 +105,16 @@ class Settings:
             return os.environ["DAGSTER_HOME"]
         return os.path.join(self.local_root, "dagster_home")
 
+    def is_indexed(self, profile: Profile | str) -> bool:
+        """Whether a profile is embedded and served from LanceDB (by default only the
+        served one; a profile says ``indexed = true`` to be searchable too)."""
+        profile = self.profile(profile) if isinstance(profile, str) else profile
+        return profile.indexed if profile.indexed is not None else profile.name == self.default_profile
+
+    @property
+    def indexed_profiles(self) -> tuple[Profile, ...]:
+        return tuple(p for p in self.profiles if self.is_indexed(p))
+
     def profile(self, name: str | None = None) -> Profile:
         name = name or self.default_profile
         for profile in self.profiles:
@@ -111,19 +123,21 @@ class Settings:
         raise KeyError(f"no profile {name!r} (profiles: {', '.join(p.name for p in self.profiles)})")
 
 
+SERVED_CHUNKERS = ("pdf@4", "docx@1", "xlsx@1", "delimited@1", "pptx@1", "markdown@1")
+
+
 def builtin_profiles() -> tuple[Profile, ...]:
     """The profiles every storage root has.
 
     ``default`` is the registry's default order (line chunks for PDFs). ``retrieval`` is
-    what search serves: Markdown sections and slide shapes keep their chunkers, every
-    other readable page is one chunk cut to the embedder's limit, and each chunk's
-    embedding text starts with its document's title. Measured on the Docugami 10-Q set,
-    line chunks lose to a chunk per page (MRR@10 0.50 against 0.62), while this profile
-    beats both baselines (see the README).
+    what search serves: PDF pages as pdf@4 passages (paragraphs packed to the embedder's
+    tokens under their heading path, tables alone, each with its box), the Office formats'
+    structured versions, Markdown sections; each chunk's embedding text starts with its
+    document's title. Only the served profile is indexed unless a profile says so.
     """
     return (
         Profile(DEFAULT_PROFILE),
-        Profile(SERVED_PROFILE, ("markdown@1", "pptx@1", "page@1"), document_context=True),
+        Profile(SERVED_PROFILE, SERVED_CHUNKERS, document_context=True),
     )
 
 
@@ -156,6 +170,7 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
             tuple(body.get("chunkers", ())),
             split_oversized=bool(body.get("split_oversized", True)),
             document_context=bool(body.get("document_context", False)),
+            indexed=None if body.get("indexed") is None else bool(body["indexed"]),
         )
         same = [i for i, p in enumerate(profiles) if p.name == name]
         if same:

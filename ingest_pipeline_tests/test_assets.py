@@ -52,7 +52,9 @@ def test_graph_has_every_node_and_one_chunk_asset_per_installed_version(data_dir
     settings = load_settings(data_dir)
     defs = build_definitions(settings)
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
-    assert {"sources", "pages", "chunk_map_default", "embeddings_default", "lancedb_default", "catalog"} <= keys
+    assert {"sources", "pages", "chunk_map_default", "chunk_map_retrieval", "embeddings_retrieval",
+            "lancedb_retrieval", "catalog"} <= keys
+    assert not {"embeddings_default", "lancedb_default"} & keys  # default is not indexed
     last_parts = [k.split("/")[-1] for k in keys]
     assert len(last_parts) == len(set(last_parts))  # the UI shows the last part: no two alike
     registry = ChunkerRegistry.discover()
@@ -90,13 +92,16 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
                           "from chunks c join sources s using (document_id)").to_pylist()
     assert all(r["source_sha256"] == r["sha256"] and r["reader"] and r["chunker"] for r in lineage)
     assert {r["run_id"] for r in lineage} == {result.run_id}
-    for profile in ("default", "retrieval"):
-        rows = [r for r in query(lake, f"select chunk_id from chunks where profile = '{profile}'").to_pylist()]
-        embedded = query(lake, f"select count(*) as n from embeddings where profile = '{profile}'").to_pylist()[0]["n"]
-        assert embedded == len(rows) == pipeline.index.count(profile) > 0
-        assert {m["table_rows"] for m in meta[f"lancedb_{profile}"].values()} == {len(rows)}
-        per_partition = {k: m["document_rows"] for k, m in meta[f"lancedb_{profile}"].items()}
-        assert sum(per_partition.values()) == len(rows) and len(set(per_partition.values())) > 1
+    rows = [r for r in query(lake, "select chunk_id from chunks where profile = 'retrieval'").to_pylist()]
+    embedded = query(lake, "select count(*) as n from embeddings where profile = 'retrieval'").to_pylist()[0]["n"]
+    assert embedded == len(rows) == pipeline.index.count("retrieval") > 0
+    assert {m["table_rows"] for m in meta["lancedb_retrieval"].values()} == {len(rows)}
+    per_partition = {k: m["document_rows"] for k, m in meta["lancedb_retrieval"].items()}
+    assert sum(per_partition.values()) == len(rows) and len(set(per_partition.values())) > 1
+    # default is not indexed: its chunk map is materialized, nothing of it is embedded or in LanceDB
+    assert query(lake, "select count(*) as n from chunks where profile = 'default'").to_pylist()[0]["n"] > 0
+    assert query(lake, "select count(*) as n from embeddings where profile = 'default'").to_pylist()[0]["n"] == 0
+    assert pipeline.index.count("default") == 0 and "embeddings_default" not in meta and "lancedb_default" not in meta
     checks = {e.check_name: e.passed
               for e in result.get_asset_check_evaluations()}
     assert checks["valid_boxes"] and checks["unique_chunk_ids"] and checks["rows_match_parquet"]
@@ -115,7 +120,8 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
     report = next(k for k in pictures if k.startswith("greenhouse-report"))
     assert pictures[report].startswith("greenhouse_report.pdf, page 1") and "](data:image/png;base64," in pictures[report]
     assert all(v is None for k, v in pictures.items() if k != report)  # only the PDF has geometry
-    assert all(PAGE_PICTURE not in m for m in meta["chunk_map_retrieval"].values())  # page chunks: no geometry
+    served = {k: m.get(PAGE_PICTURE) for k, m in meta["chunk_map_retrieval"].items()}
+    assert served[report].startswith("greenhouse_report.pdf, page 1")  # pdf@4 passage boxes on the served page
     chunk_counts = {k: m["chunks"] for k, m in meta["chunk_map_default"].items()}
     assert chunk_counts[report] == per_doc["greenhouse_report.pdf"]
 
@@ -126,9 +132,9 @@ def test_a_second_run_gives_identical_ids_and_embeds_nothing(data_dir, sample_so
     keys = register(pipeline, instance)
     first = run_batch(pipeline, instance, keys)
     ids_before = query(pipeline.lake, "select chunk_id from chunks order by chunk_id").to_pylist()
-    assert total(first, "embeddings_default", "embedded") > 0
+    assert total(first, "embeddings_retrieval", "embedded") > 0
     second = run_batch(pipeline, instance, keys)
-    assert total(second, "embeddings_default", "embedded") == 0
+    assert total(second, "embeddings_retrieval", "embedded") == 0
     assert set(statuses(second, "sources").values()) == {"unchanged"} and len(statuses(second, "sources")) == len(keys)
     assert query(pipeline.lake, "select chunk_id from chunks order by chunk_id").to_pylist() == ids_before
 
@@ -189,6 +195,7 @@ class Snapshot:
 def test_image_chunks_are_indexed_without_a_vector_and_reported(data_dir, sample_sources, tmp_path, monkeypatch):
     site = install_distribution(tmp_path / "site", "acme_snapshot", IMAGE_SOURCE, {"snapshot": "acme_snapshot:Snapshot"})
     monkeypatch.syspath_prepend(str(site))
+    write(data_dir / "ingest_pipeline.toml", "[profiles.default]\nindexed = true\n")  # the snapshot's profile
     pipeline = fresh_pipeline(data_dir)
     instance = temporary_instance(data_dir)
     result = run_batch(pipeline, instance, register(pipeline, instance))
@@ -197,7 +204,7 @@ def test_image_chunks_are_indexed_without_a_vector_and_reported(data_dir, sample
     images = [r for r in table if r["modality"] == "image"]
     assert len(images) == 2 and all(r["vector"] is None and r["path"] == "greenhouse_report.pdf" for r in images)
     assert len(table) == query(pipeline.lake, "select count(*) as n from chunks where profile = 'default'").to_pylist()[0]["n"]
-    hits = pipeline.index.search("default", "tomato", pipeline.embedder.embed(["tomato"])[0], k=20, mode="vector")
+    hits = pipeline.index.search("retrieval", "tomato", pipeline.embedder.embed(["tomato"])[0], k=20, mode="vector")
     assert hits and all(h["modality"] == "text" for h in hits)
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks["rows_match_parquet"]
@@ -210,13 +217,13 @@ def test_retrieval_eval_records_quality_with_lineage_to_the_chunk_map(data_dir, 
     instance = temporary_instance(data_dir)
     ingest_run = run_batch(pipeline, instance, register(pipeline, instance))
     defs = build_definitions(pipeline.settings)
-    eval_asset = defs.resolve_assets_def(AssetKey("retrieval_eval_default"))
-    upstream = {k.to_user_string() for k in eval_asset.asset_deps[AssetKey("retrieval_eval_default")]}
-    assert upstream == {"chunk_map_default", "lancedb_default"}
+    eval_asset = defs.resolve_assets_def(AssetKey("retrieval_eval_retrieval"))
+    upstream = {k.to_user_string() for k in eval_asset.asset_deps[AssetKey("retrieval_eval_retrieval")]}
+    assert upstream == {"chunk_map_retrieval", "lancedb_retrieval"}
     from dagster import materialize
 
     result = materialize([eval_asset], instance=instance)  # resources come bound from the definitions
-    meta = materializations(result)["retrieval_eval_default"][None]
+    meta = materializations(result)["retrieval_eval_retrieval"][None]
     assert meta["questions"] == 13 and 0.0 <= meta["mrr@10"] <= 1.0 and meta["recall@10"] >= meta["recall@1"]
     assert meta["chunks"] > 0 and meta["mean_tokens_per_chunk"] > 0
     assert meta["measured_chunk_map_run"] == ingest_run.run_id

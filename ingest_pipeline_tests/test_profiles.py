@@ -20,7 +20,7 @@ def layout_pdf() -> bytes:
 
 def test_named_pdf2_cuts_the_readable_page_and_pdf1_still_renders_the_scan(data_dir, monkeypatch):
     monkeypatch.setenv("INGEST_OCR", "0")  # leave the scanned page unread, so it must be rendered
-    write(data_dir / "ingest_pipeline.toml", '[profiles.layout]\nchunkers = ["pdf@2"]\n')
+    write(data_dir / "ingest_pipeline.toml", '[profiles.layout]\nchunkers = ["pdf@2"]\nindexed = true\n')
     write(data_dir / "sources" / "layout.pdf", layout_pdf())
     assert [p.name for p in load_settings(data_dir).profiles] == ["default", "retrieval", "layout"]
     pipeline = fresh_pipeline(data_dir)
@@ -37,3 +37,21 @@ def test_named_pdf2_cuts_the_readable_page_and_pdf1_still_renders_the_scan(data_
     assert total(result, "embeddings_layout", "images_without_vector") == 1
     keys = {k for k in materializations(result)}
     assert {"chunks/pdf_v2", "chunk_map_layout", "lancedb_layout"} <= keys
+
+
+def test_only_indexed_profiles_get_embeddings_lancedb_and_search(data_dir, capsys):
+    from ingest_pipeline.cli import main
+    from ingest_pipeline.definitions import build_definitions
+
+    write(data_dir / "ingest_pipeline.toml", '[profiles.layout]\nchunkers = ["pdf@2"]\n'
+                                             '[profiles.wide]\nchunkers = ["pdf@3"]\nindexed = true\n')
+    settings = load_settings(data_dir)
+    assert [p.name for p in settings.indexed_profiles] == ["retrieval", "wide"]
+    keys = {k.to_user_string() for k in build_definitions(settings).resolve_asset_graph().get_all_asset_keys()}
+    for profile in ("default", "layout"):
+        assert f"chunk_map_{profile}" in keys
+        assert not {f"embeddings_{profile}", f"lancedb_{profile}", f"retrieval_eval_{profile}"} & keys
+    for profile in ("retrieval", "wide"):
+        assert {f"chunk_map_{profile}", f"embeddings_{profile}", f"lancedb_{profile}"} <= keys
+    assert main(["--data", str(data_dir), "search", "tomato", "--profile", "layout"]) == 2
+    assert "profile 'layout' is not indexed" in capsys.readouterr().err

@@ -111,7 +111,7 @@ def test_a_changed_file_is_rerun_and_a_removed_file_loses_its_rows(data_dir, sam
     first = tick(pipeline, instance, cursor=first.cursor)
     notes = sample_sources / "maintenance_notes.txt"
     removed_key = next(k for k in keys if k.startswith("maintenance-notes"))
-    assert pipeline.index.count("default", removed_key) > 0
+    assert pipeline.index.count("retrieval", removed_key) > 0
     csv = sample_sources / "supplier_prices.csv"
     write(csv, csv.read_text() + "Compost,bag of 40 l,7.80,Green Soil\n")
     os.utime(csv, None)
@@ -124,7 +124,7 @@ def test_a_changed_file_is_rerun_and_a_removed_file_loses_its_rows(data_dir, sam
     assert ingest_runs[0].tags[ASSET_PARTITION_RANGE_START_TAG] == changed_key
     assert ingest_runs[0].tags[ASSET_PARTITION_RANGE_END_TAG] == changed_key
     assert removed_key not in instance.get_dynamic_partitions(DOCUMENTS)
-    assert pipeline.index.count("default", removed_key) == 0
+    assert pipeline.index.count("retrieval", removed_key) == 0
     assert not any(removed_key in path for path in pipeline.lake.files("chunks"))
     assert not any(removed_key in path for path in pipeline.lake.files("sources"))
     assert "maintenance_notes.txt" not in json.loads(second.cursor)["seen"]

@@ -44,7 +44,8 @@ CHUNK_MAP_CHECKS = {
 }
 
 
-def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens: int) -> list:
+def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens: int, indexed: bool = True) -> list:
+    """The profile's chunk map, and for an indexed profile its embeddings and LanceDB rows."""
     order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
     map_key, emb_key, lance_key = chunk_map_key(profile.name), embeddings_key(profile.name), lancedb_key(profile.name)
     refs = ", ".join(i.ref for i in order)
@@ -89,6 +90,9 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
                 pages_read.extend(r for r in table.to_pylist() if r["status"] == "read" and r["text"])
         checks = [*chunk_map_checks(rows, max_tokens), page_text_check(pages_read, rows)]
         return MaterializeResult(check_results=checks)
+
+    if not indexed:  # nothing searches it: no vectors, no LanceDB table
+        return [_chunk_map]
 
     @asset(
         key=emb_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name=group,
