@@ -1,0 +1,217 @@
+"""The whole ingest of a PDF folder (default: FinanceBench dev, 21 filings) beside the plain
+pipeline and the bare model, in one run, each phase in a fresh process of its own.
+
+    .venv/bin/python bench/passages_bench.py [--pdfs DIR] [--keep DIR] [--config TOML]
+
+Phases (run one after another, so they do not share the two cores):
+
+- ``ingest``: ``ingest-pipeline ingest`` over the PDFs into a fresh storage root with the
+  project's ``data/ingest_pipeline.toml`` (the served profile embedded and indexed, every
+  profile's chunk map and the claims of every chunker version the profiles use);
+- ``plain``: pypdfium2 page text -> LangChain's RecursiveCharacterTextSplitter(1000) -> the
+  same MiniLM ONNX session, length-sorted batches of 16 -> LanceDB with a full-text index;
+- ``bare``: the bare model (tokenizer + ONNX session, length-sorted batches) embedding the
+  served profile's distinct embedding texts, nothing else.
+
+Prints seconds, pages/s and peak memory (VmHWM of the phase's process plus its largest
+child, the parse worker) of each, the two target ratios, and where the ingest's time went
+(Dagster step durations summed per asset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DEFAULT_PDFS = ROOT.parent / "shared" / "qa" / "financebench-dev" / "pdfs"
+
+
+def _peak_mib() -> float:
+    """Peak resident memory of this process (VmHWM) and of its largest finished child."""
+    own = 0.0
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                own = int(line.split()[1]) / 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return round(own + children, 1)
+
+
+def _pdfs(folder: str) -> list[str]:
+    return sorted(str(p) for p in Path(folder).glob("*.pdf"))
+
+
+def phase_plain(pdfs: list[str], work: str) -> dict:
+    import lancedb
+    import pyarrow as pa
+    import pypdfium2 as pdfium
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+    from lancedb.index import FTS
+
+    from ingest_pipeline.embedding import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder(batch_size=16)
+    embedder.embed(["warm up"])
+    started = time.perf_counter()
+    splitter = RecursiveCharacterTextSplitter(chunk_size=1000)
+    texts, where, pages = [], [], 0
+    for path in pdfs:
+        pdf = pdfium.PdfDocument(path)
+        try:
+            for index in range(len(pdf)):
+                page = pdf[index]
+                textpage = page.get_textpage()
+                text = textpage.get_text_range()
+                textpage.close()
+                page.close()
+                pages += 1
+                for piece in splitter.split_text(text):
+                    if piece.strip():
+                        texts.append(piece)
+                        where.append((Path(path).name, index + 1))
+        finally:
+            pdf.close()
+    parsed = time.perf_counter()
+    vectors = embedder.embed(texts)
+    embedded = time.perf_counter()
+    db = lancedb.connect(os.path.join(work, "plain-lancedb"))
+    table = db.create_table("chunks", data=pa.table({
+        "path": [w[0] for w in where], "page": [w[1] for w in where], "text": texts,
+        "vector": pa.array(vectors.tolist(), type=pa.list_(pa.float32(), embedder.dim))}), mode="overwrite")
+    table.create_index("text", config=FTS(), replace=True)
+    done = time.perf_counter()
+    return {"pages": pages, "chunks": len(texts), "seconds": round(done - started, 2),
+            "parse_split_seconds": round(parsed - started, 2), "embed_seconds": round(embedded - parsed, 2),
+            "lancedb_seconds": round(done - embedded, 2), "peak_mib": _peak_mib()}
+
+
+def phase_ingest(pdfs_dir: str, data: str) -> dict:
+    from ingest_pipeline.catalog import query
+    from ingest_pipeline.pipeline import pipeline_for
+    from ingest_pipeline.runner import ingest
+
+    p = pipeline_for(data)
+    p.embedder.embed(["warm up"])
+    started = time.perf_counter()
+    report = ingest(p, [pdfs_dir])
+    seconds = time.perf_counter() - started
+    pages = query(p.lake, "select count(*) as n from pages").to_pylist()[0]["n"]
+    served = p.settings.default_profile
+    counts = query(p.lake, "select profile, count(*) as n from chunks group by profile order by profile").to_pylist()
+    return {"documents": report.documents, "failed": len(report.failed), "pages": pages,
+            "seconds": round(seconds, 2), "texts_embedded": report.texts_embedded,
+            "chunks_per_profile": {r["profile"]: r["n"] for r in counts}, "served": served,
+            "where_time_goes": _step_seconds(data, report.run_ids), "peak_mib": _peak_mib()}
+
+
+def _step_seconds(data: str, run_ids: list[str]) -> dict:
+    from ingest_pipeline.instance import instance_for
+
+    instance = instance_for(os.path.join(data, "dagster_home"))
+    totals: dict[str, float] = {}
+    for run_id in run_ids:
+        for step in instance.get_run_step_stats(run_id):
+            if step.start_time and step.end_time:
+                key = step.step_key.split("[")[0]
+                totals[key] = totals.get(key, 0.0) + step.end_time - step.start_time
+    return {k: round(v, 1) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
+
+
+def phase_bare(data: str, batch: int) -> dict:
+    """The served profile's distinct embedding texts through tokenizer + ONNX, sorted by length."""
+    import numpy as np
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    from ingest_pipeline.catalog import query
+    from ingest_pipeline.embedding import MiniLMEmbedder
+    from ingest_pipeline.pipeline import pipeline_for
+
+    p = pipeline_for(data)
+    served = p.settings.default_profile
+    texts = sorted({r["t"] for r in query(p.lake, f"select coalesce(embed_text, text) as t from chunks where "
+                                                  f"profile = '{served}' and text is not null").to_pylist()})
+    tokenizer = Tokenizer.from_file(MiniLMEmbedder.tokenizer_path())
+    tokenizer.enable_truncation(max_length=256)
+    session = ort.InferenceSession(MiniLMEmbedder.model_path(), providers=["CPUExecutionProvider"])
+    started = time.perf_counter()
+    encodings = tokenizer.encode_batch(texts)
+    order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+    tokens = 0
+    for start in range(0, len(order), batch):
+        rows = [encodings[i] for i in order[start:start + batch]]
+        width = max(len(e.ids) for e in rows)
+        ids = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for r, e in enumerate(rows):
+            ids[r, :len(e.ids)] = e.ids
+            mask[r, :len(e.ids)] = 1
+            tokens += len(e.ids)
+        hidden = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+        m = mask[..., None].astype(np.float32)
+        pooled = (hidden * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
+        pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+    return {"texts": len(texts), "tokens": tokens, "seconds": round(time.perf_counter() - started, 2),
+            "batch": batch, "peak_mib": _peak_mib()}
+
+
+def _run_phase(name: str, args: argparse.Namespace, data: str, work: str) -> dict:
+    cmd = [sys.executable, __file__, "--phase", name, "--pdfs", args.pdfs, "--data", data, "--work", work]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pdfs", default=str(DEFAULT_PDFS))
+    parser.add_argument("--keep", help="folder to keep the storage roots in (default: a temporary one)")
+    parser.add_argument("--config", default=str(ROOT / "data" / "ingest_pipeline.toml"))
+    parser.add_argument("--phase", choices=("plain", "ingest", "bare"))
+    parser.add_argument("--data")
+    parser.add_argument("--work")
+    args = parser.parse_args()
+    if args.phase == "plain":
+        print(json.dumps(phase_plain(_pdfs(args.pdfs), args.work)))
+        return 0
+    if args.phase == "ingest":
+        print(json.dumps(phase_ingest(args.pdfs, args.data)))
+        return 0
+    if args.phase == "bare":
+        from ingest_pipeline.settings import load_settings
+
+        print(json.dumps(phase_bare(args.data, load_settings(args.data).embed_batch)))
+        return 0
+
+    work = args.keep or tempfile.mkdtemp(prefix="passages-bench-")
+    data = os.path.join(work, "data")
+    shutil.rmtree(data, ignore_errors=True)
+    os.makedirs(os.path.join(data, "sources"))
+    if args.config and Path(args.config).exists():
+        shutil.copy(args.config, os.path.join(data, "ingest_pipeline.toml"))
+    results = {}
+    for name in ("plain", "ingest", "bare"):
+        print(f"phase {name}…", file=sys.stderr, flush=True)
+        results[name] = _run_phase(name, args, data, work)
+    ingest, plain, bare = results["ingest"], results["plain"], results["bare"]
+    results["ratios"] = {
+        "ingest_over_bare_served_embedding": round(ingest["seconds"] / bare["seconds"], 3),
+        "pages_per_second_over_plain": round((ingest["pages"] / ingest["seconds"]) /
+                                             (plain["pages"] / plain["seconds"]), 3),
+        "peak_memory_over_plain": round(ingest["peak_mib"] / plain["peak_mib"], 3),
+    }
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
