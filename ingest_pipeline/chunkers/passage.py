@@ -253,7 +253,7 @@ def pdf_regions(lines, frame, running: set[int], grids, weights: Sequence[int], 
     """A text-layer page's regions in reading order, and the running lines left out.
     Headings are short paragraphs set larger than the page's body text, or bold where
     the body is not."""
-    from ingest_pipeline.pdf_layout import paragraphs
+    from ingest_pipeline.layout.paragraphs import paragraphs
 
     def inside(ln, g) -> bool:
         x0, y0, x1, y1 = g.box
@@ -338,7 +338,8 @@ def _page_layout(pdf, index: int, tables_chunker):
 
     import pypdfium2.raw as raw
 
-    from ingest_pipeline.pdf_layout import extract_lines, page_frame
+    from ingest_pipeline.layout.frames import page_frame
+    from ingest_pipeline.layout.pdfium_text import extract_lines
 
     page = pdf[index]
     try:
@@ -373,7 +374,7 @@ class PdfPassagesChunker(BaseChunker):
     def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
         from ingest_pipeline.chunkers.lines import LineParagraphsChunker
         from ingest_pipeline.chunkers.pdf import PdfTablesChunker, opened_pdf
-        from ingest_pipeline.pdf_layout import running_lines
+        from ingest_pipeline.layout.paragraphs import running_lines
 
         if not pages:
             return ()
