@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.contract import validate_bbox
+from ingest_pipeline.contract import SourceBytes, validate_bbox
 from ingest_pipeline.merge import Claim, merge_claims
 from ingest_pipeline.readers import read_pages, reader_ids
-from ingest_pipeline.readers.base import ReadOptions, document_password
+from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import SERVED_PROFILE, builtin_profiles
 from ingest_pipeline.stages import _expander
@@ -28,8 +28,8 @@ def test_every_served_chunk_of_a_read_pdf_page_has_a_box(embedder):
         content = (PDF_DIR / name).read_bytes()
         password = FACTS.get(name, {}).get("password")
         pages = read_pages(content, mt.PDF, ReadOptions(name=name, password=password))
-        with document_password(password):
-            claims = [Claim(registry.info(c).ref, "h", tuple(c.chunk(content, mt.PDF, pages))) for c in order]
+        keyed = SourceBytes(content, password)
+        claims = [Claim(registry.info(c).ref, "h", tuple(c.chunk(keyed, mt.PDF, pages))) for c in order]
         chunk_map = merge_claims(name, pages, claims, expand=_expander(served, embedder, name))
         read = {p.page: p for p in pages if p.status == "read"}
         for chunk in chunk_map.chunks:
