@@ -210,18 +210,18 @@ def chunk_map_checks(rows: list[dict], max_tokens: int) -> list[AssetCheckResult
             try:
                 validate_bbox((b["x0"], b["y0"], b["x1"], b["y1"]))
             except ContractError as exc:
-                bad_boxes.append({"document": row["document_id"], "page": row["page"], "chunk_id": row["chunk_id"],
-                                  "error": str(exc)})
+                bad_boxes.append({"document": row.get("document_id"), "page": row.get("page"),
+                                  "chunk_id": row["chunk_id"], "error": str(exc)})
         if row["chunk_id"] in seen:
-            dupes.append({"document": row["document_id"], "page": row["page"], "chunk_id": row["chunk_id"]})
+            dupes.append({"document": row.get("document_id"), "page": row.get("page"), "chunk_id": row["chunk_id"]})
         seen.add(row["chunk_id"])
         if not (row.get("text") or "").strip() and row.get("content_type") != "image" and row.get("text") is not None:
-            empty.append({"document": row["document_id"], "page": row["page"], "chunk_id": row["chunk_id"]})
+            empty.append({"document": row.get("document_id"), "page": row.get("page"), "chunk_id": row["chunk_id"]})
         meta = row.get("meta") or ""
         if '"token_overflow": true' in meta:
             flagged += 1
         if row.get("tokens") and row["tokens"] > max_tokens and '"token_overflow": true' not in meta:
-            over.append({"document": row["document_id"], "page": row["page"], "chunk_id": row["chunk_id"],
+            over.append({"document": row.get("document_id"), "page": row.get("page"), "chunk_id": row["chunk_id"],
                          "tokens": row["tokens"]})
     return [
         AssetCheckResult(check_name="valid_boxes", passed=not bad_boxes,
