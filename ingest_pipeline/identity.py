@@ -35,6 +35,16 @@ def config_hash(chunker_ref: str, config: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json({"chunker": chunker_ref, "config": config}).encode()).hexdigest()[:16]
 
 
+def with_reader_settings(cfg_hash: str, settings: dict[str, Any]) -> str:
+    """A chunker's config hash for a document its readers read with non-default settings
+    (OCR off, another OCR resolution): the same hash when there are none, so the chunk ids
+    of a default install never change."""
+    if not settings:
+        return cfg_hash
+    payload = canonical_json({"config_hash": cfg_hash, "reader": settings})
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
 def chunk_id(
     document: str, chunker_ref: str, cfg_hash: str, page: int, index: int, content: str | bytes
 ) -> str:

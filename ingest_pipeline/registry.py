@@ -39,6 +39,20 @@ def chunker_config(chunker: Any) -> dict[str, Any]:
     return dump(mode="json") if dump else dict(config)
 
 
+def chunker_environment(chunker: Any) -> dict[str, Any]:
+    """The non-default settings a chunker took from the environment (``environment()``)."""
+    stated = getattr(chunker, "environment", None)
+    return dict(stated() or {}) if callable(stated) else {}
+
+
+def stated_config(chunker: Any) -> dict[str, Any]:
+    """What a chunker's config hash covers: its configuration and, when it read any
+    non-default setting from the environment, those settings too."""
+    config = chunker_config(chunker)
+    environment = chunker_environment(chunker)
+    return {**config, "environment": environment} if environment else config
+
+
 @dataclass(frozen=True)
 class ChunkerInfo:
     """What the registry advertises about one installed chunker version."""
@@ -187,7 +201,7 @@ class ChunkerRegistry:
             fallback=bool(getattr(chunker, "fallback", False)),
             media_types=tuple(sorted(media)) if media else None,
             summary=str(getattr(chunker, "summary", "") or ""),
-            config_hash=config_hash(ref, chunker_config(chunker)),
+            config_hash=config_hash(ref, stated_config(chunker)),
             source=self._sources.get(ref, "direct"),
         )
 

@@ -24,11 +24,12 @@ from ingest_pipeline.contract import ChunkPiece, Layout, LocatedLine, PageChunks
 from ingest_pipeline.documents import DocumentEntry, load_entry
 from ingest_pipeline.embedding import Embedder
 from ingest_pipeline.faults import crash_point
-from ingest_pipeline.identity import canonical_json, sha256_bytes, sha256_text
+from ingest_pipeline.identity import canonical_json, sha256_bytes, sha256_text, with_reader_settings
 from ingest_pipeline.isolation import ParseWorker
 from ingest_pipeline.lake import Lake
 from ingest_pipeline.merge import Claim, merge_claims
-from ingest_pipeline.readers import read_pages, reader_ids
+from ingest_pipeline.readers import changed_settings, read_pages, reader_ids, reader_settings
+from ingest_pipeline.readers.ocr import ocr_concerns
 from ingest_pipeline.readers.base import ReadOptions, password_for
 from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry
 from ingest_pipeline.settings import Profile, Settings
@@ -180,27 +181,44 @@ def source_bytes(source: dict[str, Any]) -> bytes:
 
 def read_document(settings: Settings, lake: Lake, document: str, run_id: str,
                   parser: ParseWorker | None = None) -> Outcome:
-    """Run the page readers; one row per page, located lines in their own table."""
+    """Run the page readers; one row per page, located lines in their own table.
+
+    The fingerprint covers the bytes, the readers, whether a password was given and, for a
+    document with image-only pages, the OCR settings that differ from their defaults: so
+    turning OCR on or changing its resolution re-reads exactly the scanned documents.
+    """
     source, source_meta = load_source(lake, document)
     password = password_for(source["path"], settings.passwords)
-    fingerprint = _fingerprint(
-        STAGE_VERSIONS["pages"], source_meta.get("fingerprint"), sorted(reader_ids()), password is not None
-    )
+    stated = reader_settings(source["media_type"])
     previous = lake.meta("pages", document)
-    if previous and previous.get("fingerprint") == fingerprint:
+
+    def fingerprint_for(ocr_matters: bool) -> str:
+        changed = changed_settings(stated) if ocr_matters else {}
+        return _fingerprint(STAGE_VERSIONS["pages"], source_meta.get("fingerprint"), sorted(reader_ids()),
+                            password is not None, *([changed] if changed else []))
+
+    if previous and previous.get("fingerprint") == fingerprint_for(_ocr_mattered(previous)):
         return Outcome(document, "unchanged", previous.get("summary", {}))
     content = source_bytes(source)
-    options = ReadOptions(name=source["path"], password=password)
+    options = ReadOptions(name=source["path"], password=password,
+                          ocr=stated.get("ocr"), ocr_dpi=stated.get("ocr_dpi"))
     try:
         outputs = (parser.call if parser else _direct)(read_pages, content, source["media_type"], options)
     except Exception:
         lake.delete("pages", document)
         lake.delete("page_lines", document)
         raise
+    ocr_pages = sum(1 for out in outputs if ocr_concerns(out)) if stated else 0
+    fingerprint = fingerprint_for(ocr_pages > 0)
+    with_password = {"password": True} if password is not None else {}
+    page_config = {**stated, **with_password}
+    other_config = canonical_json(with_password) if with_password else None
     page_rows, line_rows = [], []
     for out in outputs:
         page_rows.append({**out.to_row(), "document_id": document, "source_sha256": source["sha256"],
-                          "run_id": run_id})
+                          "run_id": run_id,
+                          "reader_config": canonical_json(page_config) if stated and ocr_concerns(out)
+                          else other_config})
         for number, line in enumerate(out.lines or (), start=1):
             w, h = line.space
             line_rows.append({
@@ -213,11 +231,24 @@ def read_document(settings: Settings, lake: Lake, document: str, run_id: str,
     for out in outputs:
         summary[out.status] = summary.get(out.status, 0) + 1
     summary["readers"] = sorted({o.reader for o in outputs})
-    meta = {"fingerprint": fingerprint, "summary": summary}
+    # reader_identity: the non-default settings this document's output depends on; the
+    # chunkers' config hashes for it take them in (identity.with_reader_settings).
+    identity = changed_settings(stated) if ocr_pages else {}
+    meta = {"fingerprint": fingerprint, "summary": summary, "ocr_pages": ocr_pages,
+            "reader_config": {**(stated if ocr_pages else {}), **with_password}, "reader_identity": identity}
     lake.write("page_lines", (document,), pa.Table.from_pylist(line_rows, schema=tables.PAGE_LINES), meta=meta)
     lake.write("pages", (document,), pa.Table.from_pylist(page_rows, schema=tables.PAGES), meta=meta)
     crash_point("reading")
     return Outcome(document, "new", summary)
+
+
+def _ocr_mattered(previous: dict[str, Any]) -> bool:
+    """Whether the OCR settings decided part of a document's last read (older pages
+    metadata has no ``ocr_pages``: then an OCR reader or an unreadable page says so)."""
+    if "ocr_pages" in previous:
+        return bool(previous["ocr_pages"])
+    summary = previous.get("summary") or {}
+    return bool(summary.get("unreadable")) or any(r.startswith("rapidocr@") for r in summary.get("readers", []))
 
 
 def load_pages(lake: Lake, document: str) -> tuple[tuple[PageOutput, ...], str]:
@@ -284,7 +315,9 @@ def run_chunker(
     """
     source, _ = load_source(lake, document)
     pages, pages_fp = load_pages(lake, document)
-    fingerprint = _fingerprint(STAGE_VERSIONS["claims"], pages_fp, info.ref, info.config_hash)
+    reader_identity = (lake.meta("pages", document) or {}).get("reader_identity") or {}
+    cfg_hash = with_reader_settings(info.config_hash, reader_identity)
+    fingerprint = _fingerprint(STAGE_VERSIONS["claims"], pages_fp, info.ref, cfg_hash)
     previous = lake.meta("claims", info.asset_name, document)
     if previous and previous.get("fingerprint") == fingerprint:
         return Outcome(document, "unchanged", previous.get("summary", {}))
@@ -309,12 +342,16 @@ def run_chunker(
     rows = []
     for page_answer in answer:
         for number, piece in enumerate(page_answer.pieces):
-            rows.append({"document_id": document, "chunker": info.ref, "config_hash": info.config_hash,
+            rows.append({"document_id": document, "chunker": info.ref, "config_hash": cfg_hash,
                          "page": page_answer.page, "piece": number, **_piece_row(piece),
                          "source_sha256": source["sha256"], "run_id": run_id})
-    summary = {"pages_claimed": len({a.page for a in answer}), "pieces": len(rows),
+    summary = {"pages_claimed": len({a.page for a in answer}), "pieces": len(rows), "config_hash": cfg_hash,
                "seconds": round(time.perf_counter() - started, 4)}
-    meta = {"fingerprint": fingerprint, "chunker": info.ref, "config_hash": info.config_hash,
+    meta = {"fingerprint": fingerprint, "chunker": info.ref, "config_hash": cfg_hash,
+            "chunker_config_hash": info.config_hash, "reader_settings": reader_identity,
+            # the hash the claim had before this one, when it differs: old and new side by side
+            "previous_config_hash": (previous.get("config_hash") if previous and previous.get("config_hash") != cfg_hash
+                                     else (previous or {}).get("previous_config_hash")),
             "claimed_pages": sorted({a.page for a in answer}), "error": error,
             "content": _claim_content(rows, sorted({a.page for a in answer}), error, info),
             "summary": summary, "checks": checks, "metrics": metrics}

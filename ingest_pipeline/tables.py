@@ -37,6 +37,9 @@ PAGES = pa.schema([
     ("text", pa.string()),
     ("source_sha256", pa.string()),
     ("run_id", pa.string()),
+    # The reader settings this page's output depends on, as JSON (OCR on/off and DPI for
+    # an image-only PDF page; password presence, never its value), else null.
+    ("reader_config", pa.string()),
 ])
 
 PAGE_LINES = pa.schema([

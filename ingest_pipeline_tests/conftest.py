@@ -104,11 +104,13 @@ def corpus_passwords() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def corpus_documents():
     """relpath -> (bytes, media type, password, pages or None) for every corpus file, each
-    read once per session by the real readers (OCR included); pages is None for a file
-    the readers refuse."""
+    read once per session by the real readers with their default settings (OCR on at its
+    default resolution, whatever the environment says); pages is None for a file the
+    readers refuse."""
     from ingest_pipeline import media_types
     from ingest_pipeline.readers import read_pages
     from ingest_pipeline.readers.base import ReadOptions, password_for
+    from ingest_pipeline.readers.ocr import DEFAULT_OCR_DPI
 
     passwords = corpus_passwords()
     out = {}
@@ -118,7 +120,8 @@ def corpus_documents():
         media = media_types.detect(content, relpath)
         password = password_for(relpath, passwords)
         try:
-            pages = read_pages(content, media, ReadOptions(name=relpath, password=password))
+            pages = read_pages(content, media, ReadOptions(name=relpath, password=password,
+                                                           ocr=True, ocr_dpi=DEFAULT_OCR_DPI))
         except Exception:  # noqa: BLE001 - a file the readers refuse has no pages to chunk
             pages = None
         out[relpath] = (content, media, password, pages)

@@ -41,5 +41,11 @@ class BaseChunker(ABC):
     ) -> tuple[PageChunks, ...]:
         """Answer for the pages this chunker claims; () disclaims the document."""
 
+    def environment(self) -> dict[str, Any]:
+        """Settings this chunker read from the environment when it was built that change
+        its output, only those that differ from their defaults. They are part of its
+        stated configuration (and config hash) next to ``config``."""
+        return {}
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id}@{self.version}>"

@@ -104,6 +104,16 @@ class PdfLinesChunker(BaseChunker):
     media_types = frozenset({mt.PDF})
     builtin = True
 
+    def __init__(self, config=None) -> None:
+        super().__init__(config)
+        # Read once, when built: the worker process renders with the DPI that was hashed.
+        self.render_dpi = chunk_dpi()
+
+    def environment(self) -> dict:
+        from ingest_pipeline.pdf_layout import DEFAULT_DPI
+
+        return {} if self.render_dpi == DEFAULT_DPI else {"render_dpi": self.render_dpi}
+
     def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
         if not pages:
             return ()
@@ -139,7 +149,7 @@ class PdfLinesChunker(BaseChunker):
 
     def _rendered(self, pdf, index: int) -> ChunkPiece | None:
         """The page as a PNG image piece at the chunk DPI, or None if it will not render."""
-        dpi = chunk_dpi()
+        dpi = getattr(self, "render_dpi", None) or chunk_dpi()
         try:
             image = self.render(pdf, index, dpi / 72.0)
             buffer = io.BytesIO()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.readers.base import PageReader, ReadOptions
-from ingest_pipeline.readers.ocr import RapidOcrReader, ocr_pdf_pages
+from ingest_pipeline.readers.ocr import DEFAULT_OCR_DPI, RapidOcrReader, ocr_dpi, ocr_enabled, ocr_pdf_pages
 from ingest_pipeline.readers.pdf import PdfTextReader
 from ingest_pipeline.readers.text import TextReader
 from ingest_pipeline.readers.docx import DocxReader
@@ -41,3 +41,22 @@ def read_pages(content: bytes, media_type: str, options: ReadOptions | None = No
 
 def reader_ids() -> frozenset[str]:
     return frozenset(r.id for r in READERS)
+
+
+# The readers' settings and their defaults. A setting only counts in a document's identity
+# when it differs from its default, so a default install keeps its fingerprints and ids.
+READER_DEFAULTS: dict[str, object] = {"ocr": True, "ocr_dpi": DEFAULT_OCR_DPI}
+
+
+def reader_settings(media_type: str) -> dict[str, object]:
+    """The settings, with their current values, that change what the readers make of a
+    document of ``media_type``: for a PDF, OCR on or off and the resolution its
+    image-only pages are rendered at for OCR (``INGEST_OCR``, ``INGEST_OCR_DPI``)."""
+    if media_type == mt.PDF:
+        return {"ocr": ocr_enabled(), "ocr_dpi": ocr_dpi()}
+    return {}
+
+
+def changed_settings(settings: dict[str, object]) -> dict[str, object]:
+    """The settings that differ from their defaults."""
+    return {k: v for k, v in sorted(settings.items()) if READER_DEFAULTS.get(k) != v}

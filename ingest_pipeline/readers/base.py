@@ -12,10 +12,14 @@ from ingest_pipeline.contract import PageOutput
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """Per-document options; ``password`` is never logged or stored."""
+    """Per-document options; ``password`` is never logged or stored. ``ocr`` and
+    ``ocr_dpi`` are the OCR settings the caller stated (None: from the environment), so a
+    worker process reads with the settings its caller hashed."""
 
     name: str = ""
     password: str | None = field(default=None, repr=False)
+    ocr: bool | None = None
+    ocr_dpi: float | None = None
 
 
 class PageReader(Protocol):

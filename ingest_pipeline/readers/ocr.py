@@ -135,11 +135,17 @@ def needs_ocr(page: PageOutput) -> bool:
     return page.status == "unreadable" and (page.reason or "").startswith(NEEDS_OCR_PREFIX)
 
 
+def ocr_concerns(page: PageOutput) -> bool:
+    """Whether the OCR settings decide this page's output: OCR read it, or it is an
+    image-only page OCR was off for or found nothing on."""
+    return page.reader.startswith(f"{RapidOcrReader.id}@") or needs_ocr(page)
+
+
 def ocr_pdf_pages(content: bytes, pages: Sequence[PageOutput], options: ReadOptions) -> tuple[PageOutput, ...]:
     """Replace the image-only pages of a PDF by what OCR reads on them; pages OCR reads
     nothing on stay unreadable, now with OCR's verdict (pdf@1 renders them to images)."""
     todo = [p for p in pages if needs_ocr(p)]
-    if not todo or not ocr_enabled():
+    if not todo or not (ocr_enabled() if options.ocr is None else options.ocr):
         return tuple(pages)
     try:
         import rapidocr_onnxruntime  # noqa: F401
@@ -149,7 +155,7 @@ def ocr_pdf_pages(content: bytes, pages: Sequence[PageOutput], options: ReadOpti
     from ingest_pipeline.readers.pdf import PDFIUM_LOCK, DocumentError, open_pdf
 
     reader = RapidOcrReader()
-    scale = ocr_dpi() / 72.0
+    scale = (ocr_dpi() if options.ocr_dpi is None else options.ocr_dpi) / 72.0
     replaced: dict[int, PageOutput] = {}
     with PDFIUM_LOCK:
         try:
