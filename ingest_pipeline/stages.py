@@ -33,7 +33,7 @@ from ingest_pipeline.readers.ocr import ocr_concerns
 from ingest_pipeline.readers.base import ReadOptions, password_for
 from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry
 from ingest_pipeline.settings import Profile, Settings
-from ingest_pipeline.token_limits import split_to_limit
+from ingest_pipeline.token_limits import bounded_counts, over_limit, relink, split_to_limit, table_problems
 from ingest_pipeline.vector_index import VectorIndex, index_schema
 
 # Bump a stage's version when its output for the same input changes.
@@ -434,9 +434,11 @@ def build_chunk_map(
             raise NoChunks(previous["no_chunks"])
         return Outcome(document, "unchanged", previous.get("summary", {}))
     chunk_map = merge_claims(document, pages, claims, expand=_expander(profile, embedder, source["path"]))
+    relinked = relink([c.piece for c in chunk_map.chunks])
+    chunk_map = replace(chunk_map, chunks=tuple(replace(c, piece=p) for c, p in zip(chunk_map.chunks, relinked)))
     readers = {p.page: p.reader for p in pages}
     texts = [(c.piece.embed_text or c.piece.text) for c in chunk_map.chunks if not c.piece.is_image]
-    token_counts = iter(embedder.count_tokens(texts)) if texts else iter(())
+    token_counts = iter(bounded_counts(embedder.token_offsets, texts, embedder.count_tokens)) if texts else iter(())
     rows = []
     for chunk in chunk_map.chunks:
         piece = chunk.piece
@@ -451,8 +453,12 @@ def build_chunk_map(
     by_chunker: dict[str, int] = {}
     for chunk in chunk_map.chunks:
         by_chunker[chunk.chunker] = by_chunker.get(chunk.chunker, 0) + 1
+    grid_problems = table_problems([c.piece for c in chunk_map.chunks])
     summary = {"chunks": len(rows), "by_chunker": by_chunker, "dropped": chunk_map.dropped,
-               "failed_chunkers": [c.chunker for c in claims if c.error]}
+               "failed_chunkers": [c.chunker for c in claims if c.error],
+               "split_parts": sum(1 for c in chunk_map.chunks if "token_split" in c.piece.meta),
+               "table_grid_problems": [{"label": chunk_map.chunks[p["index"]].label, "problem": p["problem"]}
+                                       for p in grid_problems][:20]}
     no_chunks = None if rows else _why_no_chunks(pages, summary)
     lake.write("chunks", (profile.name, document), pa.Table.from_pylist(rows, schema=tables.CHUNKS),
                meta={"fingerprint": fingerprint, "summary": summary, "order": [i.ref for i in order],
@@ -477,8 +483,7 @@ def _expander(profile: Profile, embedder: Embedder, path: str):
         if title:
             piece = replace(piece, embed_text=f"{title}\n{piece.embed_text or piece.text}")
         if not profile.split_oversized:
-            tokens = len(embedder.token_offsets(piece.embed_text or piece.text)) + 2
-            if tokens > embedder.max_tokens:
+            if over_limit(embedder.token_offsets, piece.embed_text or piece.text, embedder.max_tokens - 2):
                 return [replace(piece, meta={**piece.meta, "token_overflow": True})]
             return [piece]
         return split_to_limit(piece, embedder.token_offsets, embedder.max_tokens)

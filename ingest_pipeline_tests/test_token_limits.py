@@ -1,3 +1,6 @@
+import pytest
+
+from ingest_pipeline import media_types as mt
 from ingest_pipeline.contract import ChunkPiece, Layout, TableCell, TableLayout
 from ingest_pipeline.token_limits import split_to_limit
 
@@ -65,3 +68,194 @@ def test_the_coverage_check_flags_a_page_whose_words_are_missing():
     partial = full[:1] + full[2:]
     result = page_text_check(pages, partial)
     assert not result.passed and result.metadata["count"].value == 1
+
+
+# ---------------------------------------------------------------- long tables from every table chunker
+
+ROWS = [("Item", "Amount", "Supplier")] + [(f"widget {i}", f"{i}.00", f"supplier number {i}") for i in range(90)]
+
+
+def _pages(content: bytes, media_type: str):
+    from ingest_pipeline.readers import read_pages
+    from ingest_pipeline.readers.base import ReadOptions
+
+    return read_pages(content, media_type, ReadOptions(name="t"))
+
+
+def csv_table():
+    from ingest_pipeline.chunkers.delimited import DelimitedChunker
+
+    return "\n".join(",".join(r) for r in ROWS).encode(), "text/csv", DelimitedChunker({"max_chars": 100000})
+
+
+def xlsx_table():
+    import openpyxl
+
+    from ingest_pipeline.chunkers.xlsx import XlsxChunker
+    from ingest_pipeline_tests.office_fixtures import save_xlsx
+
+    wb = openpyxl.Workbook()
+    for r in ROWS:
+        wb.active.append(list(r))
+    return save_xlsx(wb), mt.XLSX, XlsxChunker({"max_chars": 100000})
+
+
+def docx_table():
+    import docx
+
+    from ingest_pipeline.chunkers.docx import DocxChunker
+    from ingest_pipeline_tests.office_fixtures import save_docx
+
+    doc = docx.Document()
+    table = doc.add_table(rows=len(ROWS), cols=3)
+    for r, row in enumerate(ROWS):
+        for c, value in enumerate(row):
+            table.cell(r, c).text = value
+    return save_docx(doc), mt.DOCX, DocxChunker({"max_chars": 100000})
+
+
+def pptx_table():
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    from ingest_pipeline.chunkers.pptx import PptxChunker
+    from ingest_pipeline_tests.office_fixtures import save_pptx
+
+    prs = Presentation()
+    slide = prs.slides.add_slide(prs.slide_layouts[6])
+    table = slide.shapes.add_table(len(ROWS), 3, Inches(0.5), Inches(0.5), Inches(9), Inches(6)).table
+    for r, row in enumerate(ROWS):
+        for c, value in enumerate(row):
+            table.cell(r, c).text = value
+    return save_pptx(prs), mt.PPTX, PptxChunker()
+
+
+def pdf_table():
+    from ingest_pipeline.chunkers.pdf import PdfTablesChunker
+    from ingest_pipeline_tests.pdf_writer import PdfWriter
+
+    w = PdfWriter()
+    page = w.page(width=612, height=1800)
+    xs = [40, 200, 330, 560]
+    ys = [1780 - 19 * r for r in range(len(ROWS) + 1)]
+    page.grid(xs, ys)
+    for r, row in enumerate(ROWS):
+        for c, value in enumerate(row):
+            page.text(xs[c] + 4, ys[r] - 14, value, 9)
+    return w.to_bytes(), mt.PDF, PdfTablesChunker({"max_table_chars": 100000})
+
+
+def markdown_table():
+    from ingest_pipeline.chunkers.markdown import MarkdownChunker
+
+    lines = ["| " + " | ".join(r) + " |" for r in ROWS]
+    lines.insert(1, "|---|---|---|")
+    text = "# Inventory\n\nThe stock list.\n\n" + "\n".join(lines) + "\n\nLast words.\n"
+    return text.encode(), "text/markdown", MarkdownChunker()
+
+
+def _rows_of(text: str) -> list[tuple[str, ...]]:
+    """The table rows a part's text holds, in order (tab- or pipe-separated lines)."""
+    out = []
+    for line in text.split("\n"):
+        if "\t" in line:
+            out.append(tuple(v.strip() for v in line.split("\t")))
+        elif line.startswith("|") and not line.startswith("|---"):
+            out.append(tuple(v.strip() for v in line.strip("|").split("|")))
+    return out
+
+
+@pytest.mark.parametrize("build", [pptx_table, markdown_table, docx_table, xlsx_table, csv_table, pdf_table],
+                         ids=["pptx@1", "markdown@1", "docx@1", "xlsx@1", "delimited@1", "pdf@3"])
+def test_a_long_table_split_at_the_token_limit_keeps_headers_cells_ids_and_offsets(build, embedder):
+    from ingest_pipeline.chunkers.grid import _grid_problem
+    from ingest_pipeline.merge import Claim, merge_claims
+    from ingest_pipeline.token_limits import relink
+
+    content, media_type, chunker = build()
+    pages = _pages(content, media_type)
+    answer = chunker.chunk(content, media_type, pages)
+    pieces = [p for pc in answer for p in pc.pieces if p.text and "widget 42" in p.text]
+    assert len(pieces) == 1, [p.text[:80] for pc in answer for p in pc.pieces]
+    piece = pieces[0]
+    assert embedder.count_tokens([piece.embed_text or piece.text])[0] > embedder.max_tokens
+    parts = split_to_limit(piece, embedder.token_offsets, embedder.max_tokens)
+    assert len(parts) >= 3
+    assert max(embedder.count_tokens([p.embed_text or p.text for p in parts])) <= embedder.max_tokens
+
+    # headers: every part holding rows starts its rows with the header row
+    body = []
+    for part in parts:
+        rows = _rows_of(part.text)
+        if rows:
+            assert rows[0] == ROWS[0], (part.text[:200])
+            body.extend(rows[1:])
+    assert body == ROWS[1:]  # every row once, in order
+
+    # cells: a part's grid is exactly its own lines, numbered as it reads
+    for part in parts:
+        table = part.layout.table if part.layout is not None else None
+        if piece.layout is not None and piece.layout.table is not None:
+            assert table is not None and table.rows == len(part.text.split("\n"))
+            assert _grid_problem(part.text, table) is None
+            lines = part.text.split("\n")
+            for cell in table.cells:
+                assert lines[cell.row].split("\t")[cell.col] == cell.text
+            assert {c.row for c in table.cells if c.header} == set(range(table.header_rows)) == {0}
+            assert sorted({c.row for c in table.cells}) == list(range(table.rows))
+        else:
+            assert table is None
+
+    # ids, labels, neighbours and offsets in the chunk map the model sees
+    claim = Claim(f"{chunker.id}@{chunker.version}", "h", answer)
+    mapped = merge_claims("doc", pages, [claim],
+                          expand=lambda p: split_to_limit(p, embedder.token_offsets, embedder.max_tokens))
+    assert len({c.chunk_id for c in mapped.chunks}) == len(mapped.chunks)
+    assert len({c.label for c in mapped.chunks}) == len(mapped.chunks)
+    final = relink([c.piece for c in mapped.chunks])
+    if media_type == "text/markdown":
+        source = content.decode()
+        ids = [p.meta["chunk_id"] for p in final]
+        assert ids == [f"chk_{n:06d}" for n in range(1, len(final) + 1)]
+        for k, p in enumerate(final):
+            assert p.meta["chunk_index"] == k + 1
+            assert p.meta["neighbors"] == {"previous_chunk_id": ids[k - 1] if k else None,
+                                           "next_chunk_id": ids[k + 1] if k + 1 < len(ids) else None}
+            own = source[p.meta["start_char"]:p.meta["end_char"]]
+            if "repeated_header_chars" in p.meta:
+                a, b = p.meta["repeated_header_chars"]
+                assert p.text == source[a:b] + "\n" + own
+            else:
+                assert p.text == own
+            assert p.meta["chars"] == len(p.text)
+            first, last = p.meta["start_line"], p.meta["end_line"]
+            assert source.split("\n")[first - 1:last] == own.split("\n")
+        assert len({(p.meta["start_char"], p.meta["end_char"]) for p in final}) == len(final)
+
+
+def test_counting_and_splitting_see_one_window_at_a_time(embedder):
+    """A long page is tokenized in windows: no tokenizer call sees more than MAX_WINDOW
+    characters, and the counts and parts equal a whole-text tokenization's."""
+    from ingest_pipeline.token_limits import MAX_WINDOW, bounded_counts, count_tokens, over_limit
+
+    text = " ".join(f"Line {i} of the long page about pumps, valves and zone {i % 9}." for i in range(20000))
+    seen = []
+
+    def offsets(value: str):
+        seen.append(len(value))
+        return embedder.token_offsets(value)
+
+    whole = len(embedder.token_offsets(text[:200000]))
+    assert count_tokens(offsets, text[:200000]) == whole
+    assert max(seen) <= MAX_WINDOW
+    seen.clear()
+    assert over_limit(offsets, text, 256) and sum(seen) < 20000  # stops after the first window
+    seen.clear()
+    assert bounded_counts(offsets, ["short one", text[:200000]], embedder.count_tokens) == [
+        embedder.count_tokens(["short one"])[0], whole + 2]
+    seen.clear()
+    piece = ChunkPiece(text=text[:300000], bbox_reason="no_geometry")
+    parts = split_to_limit(piece, offsets, embedder.max_tokens)
+    assert max(seen) <= MAX_WINDOW
+    assert " ".join(p.text for p in parts).split() == text[:300000].split()
+    assert max(embedder.count_tokens([p.text for p in parts])) <= embedder.max_tokens
