@@ -43,7 +43,8 @@ def test_a_long_table_repeats_its_header_row_in_every_part(embedder):
 
 
 def _row(chunk_id, tokens, meta=None):
-    return {"chunk_id": chunk_id, "bbox": None, "text": "x", "content_type": None, "tokens": tokens, "meta": meta}
+    return {"chunk_id": chunk_id, "document_id": "d", "page": 1, "bbox": None, "text": "x", "content_type": None,
+            "tokens": tokens, "meta": meta}
 
 
 def test_the_token_check_fails_an_unflagged_chunk_over_the_limit():
@@ -259,3 +260,18 @@ def test_counting_and_splitting_see_one_window_at_a_time(embedder):
     assert max(seen) <= MAX_WINDOW
     assert " ".join(p.text for p in parts).split() == text[:300000].split()
     assert max(embedder.count_tokens([p.text for p in parts])) <= embedder.max_tokens
+
+
+def test_the_chunk_map_grid_check_fails_a_table_part_whose_rows_do_not_match_its_text():
+    from ingest_pipeline.assets.profiles import chunk_map_checks
+
+    cells = tuple(TableCell(r, c, f"v{r}{c}") for r in range(3) for c in range(2))
+    good = Layout(role="table", table=TableLayout(rows=3, cols=2, cells=cells, header_rows=1))
+    stale = Layout(role="table", table=TableLayout(rows=9, cols=2, cells=cells, header_rows=1))  # a whole-table count
+    text = "v00\tv01\nv10\tv11\nv20\tv21"
+
+    def verdict(layout):
+        row = {**_row("a", 20), "document_id": "d", "page": 1, "text": text, "layout": layout.to_json()}
+        return {c.check_name: c.passed for c in chunk_map_checks([row], 256)}["table_grid_consistent"]
+
+    assert verdict(good) and not verdict(stale)

@@ -41,6 +41,8 @@ CHUNK_MAP_CHECKS = {
     "no_empty_chunks": "No text chunk is empty or whitespace only.",
     "within_token_limit": "Every chunk fits the embedder's token limit, or is flagged as over it.",
     "page_text_covered": "Each read page's words appear in that page's chunks (95% floor; warns).",
+    "table_grid_consistent": "Every table chunk the model sees (after token splits) has one line per layout row "
+                             "and one field per column, cells inside the grid and apart.",
 }
 
 
@@ -201,7 +203,10 @@ def page_text_check(pages: list[dict], rows: list[dict]) -> AssetCheckResult:
 
 
 def chunk_map_checks(rows: list[dict], max_tokens: int) -> list[AssetCheckResult]:
-    bad_boxes, empty, over = [], [], []
+    from ingest_pipeline.chunkers.grid import _grid_problem
+    from ingest_pipeline.contract import Layout
+
+    bad_boxes, empty, over, grids = [], [], [], []
     flagged = 0
     seen, dupes = set(), []
     for row in rows:
@@ -220,6 +225,12 @@ def chunk_map_checks(rows: list[dict], max_tokens: int) -> list[AssetCheckResult
         meta = row.get("meta") or ""
         if '"token_overflow": true' in meta:
             flagged += 1
+        layout = Layout.from_json(row.get("layout"))
+        if layout is not None and layout.table is not None:
+            problem = _grid_problem(row.get("text") or "", layout.table, '"ragged": true' in meta)
+            if problem:
+                grids.append({"document": row["document_id"], "page": row["page"], "chunk_id": row["chunk_id"],
+                              "problem": problem})
         if row.get("tokens") and row["tokens"] > max_tokens and '"token_overflow": true' not in meta:
             over.append({"document": row.get("document_id"), "page": row.get("page"), "chunk_id": row["chunk_id"],
                          "tokens": row["tokens"]})
@@ -233,4 +244,6 @@ def chunk_map_checks(rows: list[dict], max_tokens: int) -> list[AssetCheckResult
         AssetCheckResult(check_name="within_token_limit", passed=not over,
                          metadata={"over_limit_unflagged": findings_table(over), "count": len(over),
                                    "flagged": flagged, "max_tokens": max_tokens}),
+        AssetCheckResult(check_name="table_grid_consistent", passed=not grids,
+                         metadata={"tables": findings_table(grids), "count": len(grids)}),
     ]
