@@ -13,7 +13,7 @@ from ingest_pipeline.documents import collect, load_inventory, save_inventory, v
 from ingest_pipeline.partitions import DOCUMENTS, contiguous_batches
 from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.progress import Column, DocumentEvent, StageBoard, listening
-from ingest_pipeline.stages import remove_document
+from ingest_pipeline.stages import empty_reason, remove_document
 from ingest_pipeline.stale_runs import fail_stale_runs, process_tags
 
 RUN_BATCH = 16
@@ -30,6 +30,7 @@ class IngestReport:
     failed: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     warnings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     removed: list[str] = field(default_factory=list)
+    empty: dict[str, str] = field(default_factory=dict)  # no chunks, no error: document -> why
     texts_embedded: int = 0
     texts_from_cache: int = 0
     chunks: int = 0
@@ -47,6 +48,7 @@ class IngestReport:
             "chunks": self.chunks, "profile": self.profile, "seconds": round(self.seconds, 2), "run_ids": self.run_ids,
             "failures": {self.paths.get(d, d): errs for d, errs in sorted(self.failed.items())},
             "removed_documents": self.removed,
+            "empty": len(self.empty), "empty_documents": {self.paths.get(d, d): r for d, r in sorted(self.empty.items())},
             "chunker_errors": {self.paths.get(d, d): errs for d, errs in sorted(self.warnings.items())},
             "stages": self.stages,
             "documents_by_status": {
@@ -202,5 +204,9 @@ def _summarize(pipeline: Pipeline, report: IngestReport, entries, heard: dict[st
         if event is not None:
             report.texts_embedded += int(event.detail.get("embedded", 0) or 0)
             report.texts_from_cache += int(event.detail.get("cached", 0) or 0)
+    for doc in wanted:
+        reason = None if doc in report.failed else empty_reason(lake, profile, doc)
+        if reason:
+            report.empty[doc] = reason
     report.chunks = query(lake, "SELECT count(*) AS n FROM chunks WHERE profile = ? AND list_contains(?, document_id)",
                           [profile, wanted]).to_pylist()[0]["n"]

@@ -45,7 +45,14 @@ class StageError(Exception):
 
 
 class NoChunks(StageError):
-    """The chunk map of a document is empty; the reason says what its pages were."""
+    """The chunk map of a document is empty because pages failed or chunkers raised; the
+    reason says what its pages were. (A document with nothing to chunk is no error.)"""
+
+
+def empty_reason(lake: Lake, profile: str, document: str) -> str | None:
+    """Why a document has zero chunks in a profile's chunk map, when that is a success."""
+    meta = lake.meta("chunks", profile, document) or {}
+    return meta.get("no_chunks") if meta.get("empty") else None
 
 
 class UpstreamMissing(Exception):
@@ -430,7 +437,7 @@ def build_chunk_map(
                                embedder.model_id, embedder.max_tokens)
     previous = lake.meta("chunks", profile.name, document)
     if previous and previous.get("fingerprint") == fingerprint:
-        if previous.get("no_chunks"):
+        if previous.get("no_chunks") and not previous.get("empty"):
             raise NoChunks(previous["no_chunks"])
         return Outcome(document, "unchanged", previous.get("summary", {}))
     chunk_map = merge_claims(document, pages, claims, expand=_expander(profile, embedder, source["path"]))
@@ -460,11 +467,19 @@ def build_chunk_map(
                "table_grid_problems": [{"label": chunk_map.chunks[p["index"]].label, "problem": p["problem"]}
                                        for p in grid_problems][:20]}
     no_chunks = None if rows else _why_no_chunks(pages, summary)
+    # Nothing to chunk is not an error (SPEC F06) when every page read and no chunker
+    # raised: a blank file, blank pages, Markdown whose only content is skipped. Pages that
+    # failed or chunkers that raised leave a broken document, and that stays a failure.
+    empty = bool(no_chunks) and not summary["failed_chunkers"] and all(p.readable for p in pages)
+    if empty:
+        if any(p.status == "read" for p in pages):
+            no_chunks += "; the chunkers kept nothing of the read pages"
+        summary["no_chunks"] = no_chunks
     lake.write("chunks", (profile.name, document), pa.Table.from_pylist(rows, schema=tables.CHUNKS),
                meta={"fingerprint": fingerprint, "summary": summary, "order": [i.ref for i in order],
-                     "no_chunks": no_chunks})
+                     "no_chunks": no_chunks, "empty": empty})
     crash_point("chunk_maps")
-    if no_chunks:
+    if no_chunks and not empty:
         raise NoChunks(no_chunks)
     return Outcome(document, "new", summary)
 

@@ -96,6 +96,8 @@ def summary_text(report, depth: int | None = None, tracebacks: dict[tuple[str, s
             detail = (tracebacks or {}).get((doc, error["stage"]))
             if detail:
                 out.append("    " + detail.rstrip().replace("\n", "\n    ") + "\n", style="dim")
+    for doc, reason in sorted(getattr(report, "empty", {}).items(), key=lambda kv: name(kv[0], kv[0])):
+        out.append(f"empty    {name(doc, doc)}  {reason} (nothing to chunk; not an error)\n")
     for doc, errors in sorted(report.warnings.items(), key=lambda kv: name(kv[0], kv[0])):
         for error in errors:
             out.append("warning  ", style="yellow")
