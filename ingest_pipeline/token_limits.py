@@ -88,7 +88,7 @@ def bounded_counts(offsets: Offsets, texts: Sequence[str], count: Callable[[Sequ
 def _spans_from(offsets: Offsets, text: str, start: int, end: int, need: int) -> list[tuple[int, int]]:
     """At least ``need`` + 1 token spans of text[start:end] from ``start`` (absolute
     positions), or all of them when there are fewer, tokenizing a growing window."""
-    size = max(WINDOW, need * 8)
+    size = max(256, need * 6)  # about five characters a token in prose; grows when short
     spans: list[tuple[int, int]] = []
     pos = start
     while pos < end:
@@ -138,7 +138,8 @@ def _prose_ranges(text: str, start: int, end: int, offsets: Offsets, budget: int
         if cut <= pos:
             cut = window_end
         a, b = _strip(text, pos, cut)
-        while b > a and len(offsets(text[a:b])) > budget:  # a hard cut inside a word retokenizes
+        inside_word = cut < end and not text[cut - 1].isspace() and not text[cut].isspace()
+        while inside_word and b > a and len(offsets(text[a:b])) > budget:  # a cut word retokenizes
             own = offsets(text[a:b])
             b = a + own[budget - 1][1]
         if b > a:
