@@ -110,7 +110,7 @@ class PdfLinesChunker(BaseChunker):
         self.render_dpi = chunk_dpi()
 
     def environment(self) -> dict:
-        from ingest_pipeline.pdf_layout import DEFAULT_DPI
+        from ingest_pipeline.layout.frames import DEFAULT_DPI
 
         return {} if self.render_dpi == DEFAULT_DPI else {"render_dpi": self.render_dpi}
 
