@@ -148,6 +148,12 @@ def _prose_ranges(text: str, start: int, end: int, offsets: Offsets, budget: int
     return out
 
 
+def split_text(text: str, offsets: Offsets, budget: int) -> list[str]:
+    """``text`` cut into stripped parts of at most ``budget`` tokens each, at natural breaks
+    (windowed: memory bounded by the budget, not by the text)."""
+    return [text[a:b] for a, b in _prose_ranges(text, 0, len(text), offsets, budget)]
+
+
 # ---------------------------------------------------------------- table structure
 
 

@@ -189,9 +189,9 @@ def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PassageCo
 
 
 def _cut(text: str, budget: int) -> list[str]:
-    from ingest_pipeline.token_limits import _split_text
+    from ingest_pipeline.token_limits import split_text
 
-    return [t for t, _ in _split_text(text, token_offsets(text), budget)]
+    return split_text(text, token_offsets, budget)
 
 
 def _passage(packed: Sequence[tuple[str, BBox | None, str]], path: tuple[str, ...],
