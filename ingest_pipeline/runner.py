@@ -4,6 +4,7 @@ batched runs, forget vanished ones, and report what happened. The CLI calls this
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
