@@ -67,7 +67,7 @@ def drop_eight(sources: Path) -> list[str]:
 
 
 def through_daemon(data: Path, executor: str, timeout: float) -> dict:
-    """Eight documents dropped at once, then (warm) one small text file."""
+    """Eight documents dropped at once, then (warm) one small text file at a time, three times."""
     sources = data / "sources"
     sources.mkdir(parents=True, exist_ok=True)
     env = {"INGEST_SENSOR_INTERVAL": "2", "INGEST_EXECUTOR": executor}
@@ -77,15 +77,20 @@ def through_daemon(data: Path, executor: str, timeout: float) -> dict:
         done = time.time()
         first = min(r.create_timestamp.timestamp() for r in sensor_runs(dev.home))
         eight = done - first
-        seen = len(sensor_runs(dev.home))
-        time.sleep(3)
-        (sources / "small_note.txt").write_text(("Check the drip lines in zone C before the frost. " * 6)[:300])
-        wait_for(lambda: "small_note.txt" in served_documents(data), timeout, 0.25, "the small file searchable", dev)
-        done = time.time()
-        runs = sorted(sensor_runs(dev.home), key=lambda r: r.create_timestamp)
-        small = done - runs[-1].create_timestamp.timestamp() if len(runs) > seen else float("nan")
-    return {"eight_documents_seconds": round(eight, 1), "one_small_file_seconds": round(small, 1),
-            "runs_for_eight": seen}
+        runs_for_eight = len(sensor_runs(dev.home))
+        small = []
+        for i in range(3):  # one small file at a time, three times: the median is reported
+            seen = len(sensor_runs(dev.home))
+            time.sleep(3)
+            name = f"small_note_{i}.txt"
+            (sources / name).write_text((f"Note {i}: check the drip lines in zone C before the frost. " * 6)[:300])
+            wait_for(lambda: name in served_documents(data), timeout, 0.25, "the small file searchable", dev)
+            done = time.time()
+            runs = sorted(sensor_runs(dev.home), key=lambda r: r.create_timestamp)
+            small.append(round(done - runs[-1].create_timestamp.timestamp(), 1) if len(runs) > seen
+                         else float("nan"))
+    return {"eight_documents_seconds": round(eight, 1), "one_small_file_seconds": sorted(small)[1],
+            "one_small_file_each": small, "runs_for_eight": runs_for_eight}
 
 
 def through_cli(data: Path) -> float:
