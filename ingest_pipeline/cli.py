@@ -104,7 +104,7 @@ def cmd_search(args) -> int:
     try:
         hits = search_hits(p, args.query, args.profile, args.k, args.mode)
     except (NotIndexed, KeyError) as exc:
-        print(str(exc).strip('"'), file=sys.stderr)
+        print(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc), file=sys.stderr)
         return 2
     if args.explain:
         from ingest_pipeline.lineage import explain_chunk, format_chain
@@ -340,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a clear message, not a traceback, for a person at a terminal
         if args.debug:
             raise
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # KeyError quotes its text
+        print(f"error: {type(exc).__name__}: {message}", file=sys.stderr)
         return 1
 
 
