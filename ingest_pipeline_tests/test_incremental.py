@@ -51,11 +51,13 @@ def test_a_markdown_config_change_leaves_the_other_documents_chunk_maps_alone(da
     assert not any(t.startswith("claims/") and t != "claims/markdown_v1" for t in rewritten)
     assert "pages" not in rewritten and "sources" not in rewritten
     # Downstream, only the document whose chunks changed is merged, embedded and indexed again.
-    for table in ("chunks/default", "chunks/retrieval", "embeddings/default", "embeddings/retrieval",
-                  "indexed/default", "indexed/retrieval"):
+    # Only the served profile is indexed (embedded and in LanceDB); every profile has a chunk map.
+    for table in ("chunks/default", "chunks/retrieval", "embeddings/retrieval", "indexed/retrieval"):
         assert rewritten.get(table) == {md_doc}, table
-    # Only texts no chunk had before are embedded: the cache grows by exactly those.
-    new_texts = set(after.values()) - set(before.values())
+    assert "embeddings/default" not in rewritten and "indexed/default" not in rewritten
+    # Only served texts no chunk had before are embedded: the cache grows by exactly those.
+    served = lambda texts: {t for (profile, _), t in texts.items() if profile == "retrieval"}  # noqa: E731
+    new_texts = served(after) - served(before)
     assert new_texts and _cached(p) - cached_before == len(new_texts)
     assert report.texts_embedded > 0
 
