@@ -109,6 +109,7 @@ def test_the_parse_worker_resource_stops_its_worker_when_the_step_ends():
 def test_a_parse_worker_dies_with_the_process_it_serves(tmp_path):
     """SIGKILL the process that owns a busy worker: the kernel ends the worker too
     (PR_SET_PDEATHSIG), instead of letting it parse on for minutes."""
+    import os
     import signal
     import subprocess
     import sys
@@ -125,6 +126,7 @@ def test_a_parse_worker_dies_with_the_process_it_serves(tmp_path):
         "    print(w.pids()[0], flush=True)\n"
         "    w.call(time.sleep, 300)\n")  # the worker is busy when its owner is killed
     owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    worker_pid = None
     try:
         worker_pid = int(owner.stdout.readline())
         assert alive(worker_pid)
@@ -138,3 +140,5 @@ def test_a_parse_worker_dies_with_the_process_it_serves(tmp_path):
     finally:
         if owner.poll() is None:
             owner.kill()
+        if worker_pid is not None and alive(worker_pid):  # the test failed: leave no orphan behind
+            os.kill(worker_pid, signal.SIGKILL)
