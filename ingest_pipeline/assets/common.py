@@ -111,10 +111,9 @@ def outcome_metadata(outcome: Outcome, extra: Mapping[str, Any] | None = None) -
     metadata: dict[str, MetadataValue] = {"status": MetadataValue.text(headline),
                                           "document": MetadataValue.text(outcome.document)}
     for key, value in outcome.detail.items():
-        if key in ("reason",) and status != "failed":
-            metadata[key] = _value(value)
-        elif key not in ("reason", "stage"):
-            metadata[key] = _value(value)
+        if key == "stage" or (key == "reason" and status == "failed"):  # already in the headline
+            continue
+        metadata[key] = _value(value)
     for key, value in (extra or {}).items():
         metadata[key] = _value(value)
     return metadata
