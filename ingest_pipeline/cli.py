@@ -42,19 +42,19 @@ def _console(args, stream=None):
                    highlight=False, soft_wrap=True, emoji=False)
 
 
-def _run_ingest(args, p, paths):
+def _run_ingest(args, p, paths, force: bool = False):
     from ingest_pipeline.progress_display import watcher_for
     from ingest_pipeline.runner import ingest
 
     watcher = watcher_for(sys.stderr, color=args.color, quiet=args.json)
-    return ingest(p, paths, watcher=watcher)
+    return ingest(p, paths, watcher=watcher, force=force)
 
 
 def cmd_ingest(args) -> int:
     from ingest_pipeline.summary import summary_text
 
     p = _pipeline(args)
-    report = _run_ingest(args, p, args.paths)
+    report = _run_ingest(args, p, args.paths, force=args.force)
     if args.json:
         print(_json(report.as_dict()))
         return 0
@@ -290,6 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     ingest_cmd.add_argument("paths", nargs="*")
     ingest_cmd.add_argument("--depth", type=int, help="show files (and folders) down to this many levels "
                                                        "in the summary tree (default: every folder, no files)")
+    ingest_cmd.add_argument("--force", action="store_true",
+                            help="recompute the named documents (default: every one) whatever their fingerprints")
     search_cmd = add("search", cmd_search, "search a profile's LanceDB table")
     search_cmd.add_argument("query")
     search_cmd.add_argument("--profile")

@@ -10,9 +10,15 @@ from ingest_pipeline.pipeline import Pipeline, pipeline_for
 
 
 class IngestResource(ConfigurableResource):
-    """The storage root (``data/`` by default); lake, LanceDB, catalog and settings live there."""
+    """The storage root (``data/`` by default); lake, LanceDB, catalog and settings live there.
+
+    ``force`` (in the launchpad, run config ``resources: {ingest: {config: {data: <root>,
+    force: true}}}``; run config for a resource replaces all its fields, so ``data`` is given
+    too) makes every stage of the run recompute whatever its fingerprint says, like the run
+    tag ``ingest/force=true``."""
 
     data: str
+    force: bool = False
 
     def pipeline(self) -> Pipeline:
         return pipeline_for(self.data)

@@ -14,7 +14,7 @@ from ingest_pipeline.documents import collect, load_inventory, save_inventory, v
 from ingest_pipeline.partitions import DOCUMENTS, contiguous_batches
 from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.progress import Column, DocumentEvent, StageBoard, listening
-from ingest_pipeline.stages import empty_reason, remove_document
+from ingest_pipeline.stages import FORCE_TAG, empty_reason, remove_document
 from ingest_pipeline.stale_runs import fail_stale_runs, process_tags
 
 RUN_BATCH = 16
@@ -85,10 +85,13 @@ def ingest(
     instance: Any = None,
     watcher: Watcher | None = None,
     batch_size: int = RUN_BATCH,
+    force: bool = False,
 ) -> IngestReport:
     """Materialize every per-document asset for the documents under ``paths`` (default:
     the source root) in process, then refresh the catalog. Every count in the report is
-    of this run: each document's outcome per asset is heard as it finishes."""
+    of this run: each document's outcome per asset is heard as it finishes. ``force``
+    recomputes every stage of these documents whatever their fingerprints (each run is
+    tagged ``ingest/force=true``, so the UI shows why)."""
     from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB, build_definitions
     from ingest_pipeline.instance import instance_for
     from ingest_pipeline.sensors import range_tags
@@ -141,8 +144,9 @@ def ingest(
         with listening(hear):
             for batch in contiguous_batches(ordered, wanted, batch_size):
                 result = job.execute_in_process(
-                    instance=instance, tags={**range_tags(batch[0], batch[-1]), **process_tags()}, resources=resources,
-                    raise_on_error=False, run_config=QUIET,
+                    instance=instance, resources=resources, raise_on_error=False, run_config=QUIET,
+                    tags={**range_tags(batch[0], batch[-1]), **process_tags(),
+                          **({FORCE_TAG: "true"} if force else {})},
                 )
                 report.run_ids.append(result.run_id)
                 if not result.success:

@@ -59,6 +59,15 @@ class UpstreamMissing(Exception):
     """A stage's input is absent because an earlier stage failed for this document."""
 
 
+# Run tag (set by ``ingest --force``, or in the launchpad) that makes every stage recompute
+# whatever its fingerprint says; the ``ingest`` resource's ``force`` config does the same.
+FORCE_TAG = "ingest/force"
+# What an unchanged outcome says about itself, so a skip is never silent.
+UNCHANGED = {"skipped_because": "inputs' fingerprint unchanged",
+             "to_recompute": f"run with tag {FORCE_TAG}=true or resource config ingest.force = true "
+                             "(ingest --force PATH)"}
+
+
 @dataclass
 class Outcome:
     document: str
@@ -125,7 +134,7 @@ def guarded(lake: Lake, stage: str, document: str, run_id: str, fn, *args, **kwa
 # ---------------------------------------------------------------- sources
 
 
-def observe_source(settings: Settings, lake: Lake, document: str, run_id: str) -> Outcome:
+def observe_source(settings: Settings, lake: Lake, document: str, run_id: str, force: bool = False) -> Outcome:
     """Record a document's bytes: media type from the bytes, size, sha256, mtime, path."""
     entry = load_entry(lake, document)
     if entry is None:
@@ -141,8 +150,8 @@ def observe_source(settings: Settings, lake: Lake, document: str, run_id: str) -
     media = media_types.detect(content, entry.path)
     fingerprint = _fingerprint(STAGE_VERSIONS["sources"], sha, media, entry.path)
     previous = lake.meta("sources", document)
-    if previous and previous.get("fingerprint") == fingerprint:
-        return Outcome(document, "unchanged", {"sha256": sha, "media_type": media})
+    if previous and previous.get("fingerprint") == fingerprint and not force:
+        return Outcome(document, "unchanged", {"sha256": sha, "media_type": media, **UNCHANGED})
     row = {
         "document_id": document,
         "path": entry.path,
@@ -187,7 +196,7 @@ def source_bytes(source: dict[str, Any]) -> bytes:
 
 
 def read_document(settings: Settings, lake: Lake, document: str, run_id: str,
-                  parser: ParseWorker | None = None) -> Outcome:
+                  parser: ParseWorker | None = None, force: bool = False) -> Outcome:
     """Run the page readers; one row per page, located lines in their own table.
 
     The fingerprint covers the bytes, the readers, whether a password was given and, for a
@@ -204,8 +213,8 @@ def read_document(settings: Settings, lake: Lake, document: str, run_id: str,
         return _fingerprint(STAGE_VERSIONS["pages"], source_meta.get("fingerprint"), sorted(reader_ids()),
                             password is not None, *([changed] if changed else []))
 
-    if previous and previous.get("fingerprint") == fingerprint_for(_ocr_mattered(previous)):
-        return Outcome(document, "unchanged", previous.get("summary", {}))
+    if previous and previous.get("fingerprint") == fingerprint_for(_ocr_mattered(previous)) and not force:
+        return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED})
     content = source_bytes(source)
     options = ReadOptions(name=source["path"], password=password,
                           ocr=stated.get("ocr"), ocr_dpi=stated.get("ocr_dpi"))
@@ -312,7 +321,7 @@ def _row_piece(row: dict[str, Any]) -> ChunkPiece:
 
 def run_chunker(
     settings: Settings, lake: Lake, chunker: Any, info: ChunkerInfo, document: str, run_id: str,
-    parser: ParseWorker | None = None,
+    parser: ParseWorker | None = None, force: bool = False,
 ) -> Outcome:
     """Ask one chunker version about one document and store its claims.
 
@@ -326,8 +335,8 @@ def run_chunker(
     cfg_hash = with_reader_settings(info.config_hash, reader_identity)
     fingerprint = _fingerprint(STAGE_VERSIONS["claims"], pages_fp, info.ref, cfg_hash)
     previous = lake.meta("claims", info.asset_name, document)
-    if previous and previous.get("fingerprint") == fingerprint:
-        return Outcome(document, "unchanged", previous.get("summary", {}))
+    if previous and previous.get("fingerprint") == fingerprint and not force:
+        return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED})
     content = source_bytes(source)
     error = None
     checks: list[dict[str, Any]] = []
@@ -422,7 +431,8 @@ def load_claim(lake: Lake, info: ChunkerInfo, document: str) -> tuple[Claim, str
 
 
 def build_chunk_map(
-    lake: Lake, registry: ChunkerRegistry, profile: Profile, embedder: Embedder, document: str, run_id: str
+    lake: Lake, registry: ChunkerRegistry, profile: Profile, embedder: Embedder, document: str, run_id: str,
+    force: bool = False,
 ) -> Outcome:
     """Merge the claims of the profile's chunker order into the document's chunk map."""
     source, _ = load_source(lake, document)
@@ -436,10 +446,10 @@ def build_chunk_map(
     fingerprint = _fingerprint(STAGE_VERSIONS["chunks"], profile.name, profile.options(), pages_fp, claim_fps,
                                embedder.model_id, embedder.max_tokens)
     previous = lake.meta("chunks", profile.name, document)
-    if previous and previous.get("fingerprint") == fingerprint:
+    if previous and previous.get("fingerprint") == fingerprint and not force:
         if previous.get("no_chunks") and not previous.get("empty"):
             raise NoChunks(previous["no_chunks"])
-        return Outcome(document, "unchanged", previous.get("summary", {}))
+        return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED})
     chunk_map = merge_claims(document, pages, claims, expand=_expander(profile, embedder, source["path"]))
     relinked = relink([c.piece for c in chunk_map.chunks])
     chunk_map = replace(chunk_map, chunks=tuple(replace(c, piece=p) for c, p in zip(chunk_map.chunks, relinked)))
@@ -481,7 +491,7 @@ def build_chunk_map(
     crash_point("chunk_maps")
     if no_chunks and not empty:
         raise NoChunks(no_chunks)
-    return Outcome(document, "new", summary)
+    return Outcome(document, "empty" if empty else "new", summary)
 
 
 def document_title(path: str) -> str:
@@ -567,7 +577,7 @@ class EmbeddingCache:
 
 def embed_documents(
     lake: Lake, embedder: Embedder, profile: Profile, documents: Sequence[str], run_id: str,
-    on_done: Callable[[Outcome], None] | None = None,
+    on_done: Callable[[Outcome], None] | None = None, force: bool = False,
 ) -> list[Outcome]:
     """Vectors for the text chunks of many documents at once: texts are deduplicated
     across the batch, looked up in the cache, and only the missing ones are embedded.
@@ -592,11 +602,11 @@ def embed_documents(
             chunks_fp = (lake.meta("chunks", profile.name, document) or {}).get("fingerprint")
             fingerprint = _fingerprint(STAGE_VERSIONS["embeddings"], chunks_fp, embedder.model_id)
             previous = lake.meta("embeddings", profile.name, document)
-            if previous and previous.get("fingerprint") == fingerprint:
+            if previous and previous.get("fingerprint") == fingerprint and not force:
                 # Nothing embedded or looked up in this run: every vector is reused as it is.
                 vectors_kept = int((previous.get("summary") or {}).get("vectors", 0) or 0)
                 finish(Outcome(document, "unchanged", {"vectors": vectors_kept, "embedded": 0,
-                                                       "cached": vectors_kept}))
+                                                       "cached": vectors_kept, **UNCHANGED}))
                 continue
             pending.append((document, table, fingerprint))
         except Exception as exc:
@@ -676,7 +686,8 @@ def _write_embeddings(lake: Lake, embedder: Embedder, profile: Profile, document
 # ---------------------------------------------------------------- LanceDB
 
 
-def index_document(lake: Lake, index: VectorIndex, profile: Profile, document: str, run_id: str) -> Outcome:
+def index_document(lake: Lake, index: VectorIndex, profile: Profile, document: str, run_id: str,
+                   force: bool = False) -> Outcome:
     """Make the profile's LanceDB table hold exactly this document's current chunks."""
     chunks = lake.read("chunks", profile.name, document)
     vectors = lake.read("embeddings", profile.name, document)
@@ -685,9 +696,9 @@ def index_document(lake: Lake, index: VectorIndex, profile: Profile, document: s
     emb_fp = (lake.meta("embeddings", profile.name, document) or {}).get("fingerprint")
     fingerprint = _fingerprint(STAGE_VERSIONS["index"], emb_fp)
     marker = lake.meta("indexed", profile.name, document)
-    if marker and marker.get("fingerprint") == fingerprint and index.count(profile.name, document) == marker.get(
-            "rows"):
-        return Outcome(document, "unchanged", {"rows": marker.get("rows")})
+    if not force and marker and marker.get("fingerprint") == fingerprint and index.count(
+            profile.name, document) == marker.get("rows"):
+        return Outcome(document, "unchanged", {"rows": marker.get("rows"), **UNCHANGED})
     by_id = dict(zip(vectors.column("chunk_id").to_pylist(), vectors.column("vector").to_pylist()))
     rows = []
     for row in chunks.drop_columns(["image"]).to_pylist():

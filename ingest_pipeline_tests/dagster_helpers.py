@@ -29,16 +29,20 @@ def register(pipeline, instance, paths=None) -> list[str]:
     return keys
 
 
-def run_batch(pipeline, instance, keys: list[str], ops_config: dict | None = None):
-    """One run over a contiguous range of partitions, in process."""
+def run_batch(pipeline, instance, keys: list[str], ops_config: dict | None = None, tags: dict | None = None,
+              resources_config: dict | None = None):
+    """One run over a contiguous range of partitions, in process. ``resources_config`` is run
+    config for the resources the code location binds, as the launchpad would send it."""
     ordered = instance.get_dynamic_partitions(DOCUMENTS)
     positions = sorted(ordered.index(k) for k in keys)
     assert positions == list(range(positions[0], positions[0] + len(positions))), "keys must be contiguous"
     defs = build_definitions(pipeline.settings)
     return defs.resolve_job_def(INGEST_JOB).execute_in_process(
-        instance=instance, tags=range_tags(ordered[positions[0]], ordered[positions[-1]]),
-        resources=resources_for(pipeline.settings),
-        run_config={**QUIET, **({"ops": ops_config} if ops_config else {})},
+        instance=instance, tags={**range_tags(ordered[positions[0]], ordered[positions[-1]]), **(tags or {})},
+        # With run config for resources, the job's own bound resources take it (the UI's path).
+        resources=None if resources_config else resources_for(pipeline.settings),
+        run_config={**QUIET, **({"ops": ops_config} if ops_config else {}),
+                    **({"resources": resources_config} if resources_config else {})},
         raise_on_error=False)
 
 

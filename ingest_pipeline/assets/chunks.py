@@ -21,6 +21,7 @@ from ingest_pipeline.assets.common import (
     document_keys,
     findings_table,
     for_each_document,
+    forced,
     report_partitions,
 )
 from ingest_pipeline.assets.sources import pages
@@ -92,7 +93,8 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any):
         started = time.perf_counter()
         outcomes = for_each_document(context, document_keys(context, p), lambda doc: stages.guarded(
             p.lake, f"chunks/{active_info.ref}", doc, context.run_id,
-            stages.run_chunker, p.settings, p.lake, active, active_info, doc, context.run_id, worker))
+            stages.run_chunker, p.settings, p.lake, active, active_info, doc, context.run_id, worker,
+            force=forced(context, ingest)))
         metas = {doc: p.lake.meta("claims", active_info.asset_name, doc) or {}
                  for doc in document_keys(context, p)}
 

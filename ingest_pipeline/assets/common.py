@@ -46,6 +46,16 @@ def retrieval_eval_key(profile: str) -> AssetKey:
     return AssetKey(f"retrieval_eval_{profile}")
 
 
+def forced(context: AssetExecutionContext, ingest) -> bool:
+    """Whether this run recomputes whatever the fingerprints say: the run tag
+    ``ingest/force=true`` (``ingest --force``, or a tag set in the launchpad) or the run
+    config ``resources: {ingest: {config: {data: ..., force: true}}}``."""
+    from ingest_pipeline.stages import FORCE_TAG
+
+    tagged = str(context.run.tags.get(FORCE_TAG, "")).strip().lower() in ("true", "1", "yes")
+    return tagged or bool(getattr(ingest, "force", False))
+
+
 def document_keys(context: AssetExecutionContext, p, register: bool = False) -> list[str]:
     """The documents a run works on: its partition keys, a shard key (shard mode) standing
     for the documents of its manifest. ``register`` writes their inventory rows first."""

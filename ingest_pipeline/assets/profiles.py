@@ -23,6 +23,7 @@ from ingest_pipeline.assets.common import (
     embeddings_key,
     findings_table,
     for_each_document,
+    forced,
     lancedb_key,
     preview_markdown,
     report_partitions,
@@ -66,7 +67,8 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         started = time.perf_counter()
         outcomes = for_each_document(context, document_keys(context, p), lambda doc: stages.guarded(
             p.lake, f"chunk_map/{profile.name}", doc, context.run_id, stages.build_chunk_map,
-            p.lake, p.registry, profile, p.embedder, doc, context.run_id))
+            p.lake, p.registry, profile, p.embedder, doc, context.run_id,
+            force=forced(context, ingest)))
         rows_by_doc: dict[str, list[dict]] = {}
         for doc in document_keys(context, p):
             table = p.lake.read("chunks", profile.name, doc)
@@ -106,7 +108,8 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         p = ingest.pipeline()
         started = time.perf_counter()
         outcomes = stages.embed_documents(p.lake, p.embedder, profile, document_keys(context, p), context.run_id,
-                                          on_done=lambda o: progress.report(emb_key.to_user_string(), o))
+                                          on_done=lambda o: progress.report(emb_key.to_user_string(), o),
+                                          force=forced(context, ingest))
         report_partitions(context, outcomes, started, lambda o: {"model": p.embedder.model_id})
         return MaterializeResult()
 
@@ -123,7 +126,8 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         started = time.perf_counter()
         outcomes = for_each_document(context, document_keys(context, p), lambda doc: stages.guarded(
             p.lake, f"lancedb/{profile.name}", doc, context.run_id, stages.index_document,
-            p.lake, p.index, profile, doc, context.run_id))
+            p.lake, p.index, profile, doc, context.run_id,
+            force=forced(context, ingest)))
         if any(o.status == "new" for o in outcomes):
             p.index.refresh_text_index(profile.name)
         mismatches, counts = [], {}

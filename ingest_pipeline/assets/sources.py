@@ -6,7 +6,7 @@ import time
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
 from ingest_pipeline import stages
-from ingest_pipeline.assets.common import BATCH_POLICY, document_keys, for_each_document, report_partitions
+from ingest_pipeline.assets.common import BATCH_POLICY, document_keys, for_each_document, forced, report_partitions
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.resources import IngestResource, ParseWorkerResource
 
@@ -18,7 +18,8 @@ def sources(context: AssetExecutionContext, ingest: IngestResource) -> Materiali
     p = ingest.pipeline()
     started = time.perf_counter()
     outcomes = for_each_document(context, document_keys(context, p, register=True), lambda key: stages.guarded(
-        p.lake, "sources", key, context.run_id, stages.observe_source, p.settings, p.lake, key, context.run_id))
+        p.lake, "sources", key, context.run_id, stages.observe_source, p.settings, p.lake, key, context.run_id,
+        force=forced(context, ingest)))
     report_partitions(context, outcomes, started)
     return MaterializeResult()
 
@@ -31,6 +32,7 @@ def pages(context: AssetExecutionContext, ingest: IngestResource, parse: ParseWo
     worker = parse.worker()
     started = time.perf_counter()
     outcomes = for_each_document(context, document_keys(context, p), lambda key: stages.guarded(
-        p.lake, "pages", key, context.run_id, stages.read_document, p.settings, p.lake, key, context.run_id, worker))
+        p.lake, "pages", key, context.run_id, stages.read_document, p.settings, p.lake, key, context.run_id, worker,
+        force=forced(context, ingest)))
     report_partitions(context, outcomes, started)
     return MaterializeResult()
