@@ -176,6 +176,24 @@ def test_the_sensor_under_dagster_dev_ingests_dropped_files_and_a_ui_backfill_ad
     assert pdf2 == 4  # the four PDFs (three dropped, one sample) have pdf@2 claims now
     assert wait_for(lambda: not _our_leftovers(dev), 90, 1, "the backfill's workers to exit",
                     detail=lambda: _our_leftovers(dev)) is True
+    first_run = backfill_runs[0]["runId"]
+    assert _catalog_count(data, f"select count(*) from claims where chunker = 'pdf@2' and run_id = '{first_run}'")
+
+    # The same backfill again with the launchpad's tag ingest/force=true recomputes every claim.
+    answer = dev.graphql(BACKFILL, {"params": {
+        "partitionNames": keys, "assetSelection": [{"path": ["chunks", "pdf_v2"]}], "fromFailure": False,
+        "tags": [{"key": "ingest/force", "value": "true"}]}})
+    assert answer["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", answer
+    forced_runs = wait_for(lambda: [r for r in _runs(dev) if r["runId"] != first_run and any(
+        t["key"] == "dagster/backfill" for t in r["tags"]) and r["status"] in ("SUCCESS", "FAILURE")],
+        420, 2, "the forced backfill's run to end", dev)
+    assert len(forced_runs) == 1 and forced_runs[0]["status"] == "SUCCESS", forced_runs
+    forced_run = forced_runs[0]["runId"]
+    assert {"key": "ingest/force", "value": "true"} in forced_runs[0]["tags"]
+    assert _catalog_count(data, "select count(distinct document_id) from claims where chunker = 'pdf@2' "
+                                f"and run_id = '{forced_run}'") == pdf2  # every PDF's claims recomputed
+    assert wait_for(lambda: not _our_leftovers(dev), 90, 1, "the forced backfill's workers to exit",
+                    detail=lambda: _our_leftovers(dev)) is True
 
 
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
