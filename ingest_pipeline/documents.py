@@ -12,7 +12,7 @@ import pyarrow as pa
 from ingest_pipeline import object_store, tables
 from ingest_pipeline.identity import document_id
 from ingest_pipeline.lake import Lake
-from ingest_pipeline.settings import Settings
+from ingest_pipeline.settings import CONFIG_FILE, Settings
 
 _SKIP_NAMES = (".", "~$")
 _SKIP_SUFFIXES = (".tmp", ".part", ".crdownload", ".swp")
@@ -24,7 +24,12 @@ class DocumentEntry:
 
     document_id: str
     path: str  # relative to the source root (or to the folder it was ingested from)
-    uri: str  # absolute location of the bytes
+    uri: str  # absolute location of the bytes (a link keeps its own name here)
+    root: str | None = None  # the folder it was found under; None for a file named alone
+
+
+class UntrustedSource(Exception):
+    """A file the pipeline refuses to read: a symbolic link that leaves every trusted root."""
 
 
 def is_candidate(name: str) -> bool:
@@ -32,7 +37,8 @@ def is_candidate(name: str) -> bool:
 
 
 def walk_files(folder: str) -> list[str]:
-    """Every candidate file under ``folder``, sorted, skipping hidden files and folders."""
+    """Every candidate file under ``folder``, sorted, skipping hidden files and folders
+    (linked folders are not descended into; linked files are listed and checked later)."""
     found = []
     for current, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -40,22 +46,37 @@ def walk_files(folder: str) -> list[str]:
     return sorted(found)
 
 
+def _normalized(file_path: str) -> str:
+    """The absolute path with its folders resolved (so every spelling of a folder, links
+    and ``..`` included, gives one path) and the file's own name kept (a link stays a link)."""
+    absolute = os.path.abspath(file_path)
+    return os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
+
+
+def _inside(path: str, folder: str) -> bool:
+    return os.path.commonpath([path, folder]) == folder
+
+
 def entry_for(settings: Settings, file_path: str, base: str | None = None) -> DocumentEntry:
-    """Name a file: under the source root its id comes from its relative path (so the
-    data folder can move); elsewhere from its absolute path. A URI (an object in a
-    bucket) is named the same way, relative to a source root that is a URI too."""
+    """Name a file. Under the source root (however it was spelled) its id and label come
+    from its path relative to the root, so the data folder can move. Outside every root its
+    id comes from its resolved absolute path alone, so naming it directly or through its
+    folder gives one document; its label is its path relative to the folder it was ingested
+    from (its name, alone). A URI (an object in a bucket) is named relative to a source
+    root that is a URI too."""
     if object_store.is_uri(file_path):
         return _object_entry(settings, file_path, base)
-    absolute = os.path.abspath(file_path)
-    root = os.path.abspath(settings.source_root)
-    if os.path.commonpath([absolute, root]) == root:
-        label = os.path.relpath(absolute, root).replace(os.sep, "/")
-        key = f"sources:{label}"
-    else:
-        anchor = os.path.dirname(os.path.abspath(base)) if base else os.path.dirname(absolute)
-        label = os.path.relpath(absolute, anchor).replace(os.sep, "/")
-        key = f"file:{absolute}"
-    return DocumentEntry(document_id=document_id(key, label), path=label, uri=absolute)
+    normalized = _normalized(file_path)
+    if not object_store.is_uri(settings.source_root):
+        root = os.path.realpath(settings.source_root)
+        if _inside(normalized, root):
+            label = os.path.relpath(normalized, root).replace(os.sep, "/")
+            return DocumentEntry(document_id(f"sources:{label}", label), label, normalized, root)
+    folder = os.path.realpath(base) if base else None
+    anchor = os.path.dirname(folder) if folder else os.path.dirname(normalized)
+    label = os.path.relpath(normalized, anchor).replace(os.sep, "/")
+    key = f"file:{normalized}"
+    return DocumentEntry(document_id(key, os.path.basename(normalized)), label, normalized, folder)
 
 
 def _object_entry(settings: Settings, uri: str, base: str | None) -> DocumentEntry:
@@ -70,36 +91,61 @@ def _object_entry(settings: Settings, uri: str, base: str | None) -> DocumentEnt
     return DocumentEntry(document_id=document_id(key, label), path=label, uri=uri)
 
 
-def collect(settings: Settings, paths: Iterable[str]) -> list[DocumentEntry]:
-    """Entries for files and folders (recursively), in a stable order, without repeats."""
+def trusted_roots(settings: Settings, entry: DocumentEntry) -> list[str]:
+    """Local folders a document's bytes may come from: the source root, the folder the
+    document was found under, and the outside roots the settings allow links into."""
+    roots = [settings.source_root, *settings.link_roots] + ([entry.root] if entry.root else [])
+    return [os.path.realpath(r) for r in roots if not object_store.is_uri(r)]
+
+
+def check_trusted(settings: Settings, entry: DocumentEntry) -> str:
+    """The real path of a document's bytes; raises UntrustedSource for a symbolic link
+    that resolves outside every trusted root (a plain file named alone is trusted; an
+    object in a bucket has no links and is returned as it is)."""
+    if object_store.is_uri(entry.uri):
+        return entry.uri
+    real = os.path.realpath(entry.uri)
+    if real == entry.uri and (entry.root is None or _inside(real, os.path.realpath(entry.root))):
+        return real
+    if any(_inside(real, r) for r in trusted_roots(settings, entry)):
+        return real
+    raise UntrustedSource(
+        f"refused: {entry.path} is a symbolic link to {real}, outside the source root "
+        f"(allow outside roots with [sources] link_roots in {CONFIG_FILE})")
+
+
+def collect(settings: Settings, paths: Iterable[str],
+            known: dict[str, DocumentEntry] | None = None) -> list[DocumentEntry]:
+    """Entries for files and folders (recursively), in a stable order, without repeats.
+    A document already in ``known`` (the inventory) keeps the label it was first given."""
     entries: dict[str, DocumentEntry] = {}
     for path in paths:
         if object_store.is_uri(path):
             if object_store.is_folder(path):
-                found = [uri for _, uri, _ in object_store.walk(path)]
+                found = [entry_for(settings, uri, base=path) for _, uri, _ in object_store.walk(path)]
             elif object_store.exists(path):
-                found, path = [path], None
+                found = [entry_for(settings, path)]
             else:
                 raise FileNotFoundError(f"no such file or folder: {path}")
-            for uri in found:
-                entry = entry_for(settings, uri, base=path)
-                entries.setdefault(entry.document_id, entry)
         elif os.path.isdir(path):
-            for file_path in walk_files(path):
-                entry = entry_for(settings, file_path, base=path)
-                entries.setdefault(entry.document_id, entry)
-        elif os.path.isfile(path):
-            entry = entry_for(settings, path)
-            entries.setdefault(entry.document_id, entry)
+            found = [entry_for(settings, f, base=path) for f in walk_files(path)]
+        elif os.path.isfile(path) or os.path.islink(path):
+            found = [entry_for(settings, path)]
         else:
             raise FileNotFoundError(f"no such file or folder: {path}")
+        for entry in found:
+            before = (known or {}).get(entry.document_id)
+            if before is not None and before.uri == entry.uri and before.path != entry.path:
+                entry = DocumentEntry(entry.document_id, before.path, entry.uri, before.root or entry.root)
+            entries.setdefault(entry.document_id, entry)
     return list(entries.values())
 
 
 def save_inventory(lake: Lake, entries: Iterable[DocumentEntry]) -> None:
     now = datetime.now(timezone.utc)
     for entry in entries:
-        row = {"document_id": entry.document_id, "path": entry.path, "uri": entry.uri, "registered_at": now}
+        row = {"document_id": entry.document_id, "path": entry.path, "uri": entry.uri, "root": entry.root,
+               "registered_at": now}
         lake.write("inventory", (entry.document_id,), pa.Table.from_pylist([row], schema=tables.INVENTORY))
 
 
@@ -108,7 +154,7 @@ def load_entry(lake: Lake, document: str) -> DocumentEntry | None:
     if table is None or table.num_rows == 0:
         return None
     row = table.to_pylist()[0]
-    return DocumentEntry(row["document_id"], row["path"], row["uri"])
+    return DocumentEntry(row["document_id"], row["path"], row["uri"], row.get("root"))
 
 
 def load_inventory(lake: Lake) -> dict[str, DocumentEntry]:
@@ -123,7 +169,7 @@ def load_inventory(lake: Lake) -> dict[str, DocumentEntry]:
 
 def vanished(inventory: dict[str, DocumentEntry], roots: Iterable[str]) -> list[DocumentEntry]:
     """Known documents under any of ``roots`` whose file no longer exists."""
-    folders = [os.path.abspath(r) for r in roots if not object_store.is_uri(r) and os.path.isdir(r)]
+    folders = [os.path.realpath(r) for r in roots if not object_store.is_uri(r) and os.path.isdir(r)]
     prefixes = [r.rstrip("/") + "/" for r in roots if object_store.is_uri(r)]
     gone = []
     for entry in inventory.values():
@@ -131,7 +177,7 @@ def vanished(inventory: dict[str, DocumentEntry], roots: Iterable[str]) -> list[
             if any(entry.uri.startswith(p) for p in prefixes) and not object_store.exists(entry.uri):
                 gone.append(entry)
             continue
-        inside = any(os.path.commonpath([entry.uri, f]) == f for f in folders)
+        inside = any(_inside(entry.uri, f) for f in folders)
         if inside and not os.path.exists(entry.uri):
             gone.append(entry)
     return sorted(gone, key=lambda e: e.document_id)

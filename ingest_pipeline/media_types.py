@@ -59,12 +59,18 @@ def detect(content: bytes, name: str = "") -> str:
 def detect_file(path: str, name: str = "") -> str:
     """:func:`detect` for a file on disk, reading only its first and last KiB (and a zip's
     directory), so a file can be typed — and refused by size — before it is loaded."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as handle:
+    return detect_stream(lambda: open(path, "rb"), os.path.getsize(path), name or path)
+
+
+def detect_stream(opener, size: int, name: str = "") -> str:
+    """:func:`detect` for ``size`` bytes that ``opener()`` opens as a seekable binary file
+    (a local file, an object in a bucket), reading only their first and last KiB and a
+    zip's directory."""
+    with opener() as handle:
         head = handle.read(PDF_HEADER_WINDOW)
         handle.seek(max(size - PDF_HEADER_WINDOW, 0))
         tail = handle.read(PDF_HEADER_WINDOW)
-    return _classify(head, tail, size, lambda: open(path, "rb"), name or path)
+    return _classify(head, tail, size, opener, name)
 
 
 def _classify(head: bytes, tail: bytes, size: int, opener, name: str) -> str:

@@ -83,6 +83,31 @@ def read_bytes(path: str) -> bytes:
         raise
 
 
+def open_input(path: str):
+    """A seekable binary file of a local path or a URI: only what is read is fetched
+    (an object store serves it as ranged reads). FileNotFoundError when it is not there."""
+    if not is_uri(path):
+        return open(path, "rb")
+    filesystem, inner = resolve(path)
+    try:
+        return filesystem.open_input_file(inner)
+    except (FileNotFoundError, OSError):
+        if filesystem.get_file_info(inner).type == pafs.FileType.NotFound:
+            raise FileNotFoundError(path) from None
+        raise
+
+
+def sha256(path: str, block: int = 4 * 1024 * 1024) -> str:
+    """The sha256 of a file or object, read in blocks of ``block`` bytes (never whole)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open_input(path) as handle:
+        while chunk := handle.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def exists(path: str) -> bool:
     try:
         stat(path)

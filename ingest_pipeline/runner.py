@@ -14,7 +14,7 @@ from ingest_pipeline.documents import collect, load_inventory, save_inventory, v
 from ingest_pipeline.partitions import DOCUMENTS, contiguous_batches
 from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.progress import Column, DocumentEvent, StageBoard, listening
-from ingest_pipeline.stages import FORCE_TAG, empty_reason, remove_document
+from ingest_pipeline.stages import FORCE_TAG, empty_reason, finished, remove_document
 from ingest_pipeline.stale_runs import fail_stale_runs, process_tags
 
 RUN_BATCH = 16
@@ -105,10 +105,10 @@ def ingest(
     roots = list(paths) or [settings.source_root]
     if "://" not in settings.source_root:
         os.makedirs(settings.source_root, exist_ok=True)
-    entries = collect(settings, roots)
+    inventory = load_inventory(lake)
+    entries = collect(settings, roots, known=inventory)
     report = IngestReport(documents=len(entries), paths={e.document_id: e.path for e in entries})
 
-    inventory = load_inventory(lake)
     for entry in vanished(inventory, roots):
         remove_document(lake, pipeline.index, entry.document_id)
         if instance.has_dynamic_partition(DOCUMENTS, entry.document_id):
@@ -122,6 +122,8 @@ def ingest(
         instance.add_dynamic_partitions(DOCUMENTS, new_keys)
     ordered = instance.get_dynamic_partitions(DOCUMENTS)
     wanted = {e.document_id for e in entries}
+    served_markers = (f.rsplit("/", 1)[-1] for f in lake.files(f"indexed/{settings.default_profile}"))
+    indexed_before = {name[: -len(".parquet")] for name in served_markers}
 
     defs = build_definitions(settings)
     job = defs.resolve_job_def(INGEST_JOB)
@@ -158,7 +160,7 @@ def ingest(
             watcher.finished(board)
     defs.resolve_job_def(CATALOG_JOB).execute_in_process(instance=instance, resources=resources, tags=process_tags(),
                                                          raise_on_error=False, run_config=QUIET)
-    _summarize(pipeline, report, entries, heard)
+    _summarize(pipeline, report, entries, heard, indexed_before)
     report.stages = board.as_dicts()
     report.seconds = time.perf_counter() - started
     return report
@@ -170,8 +172,12 @@ def _resource_for(pipeline: Pipeline):
     return resources_for(pipeline.settings)
 
 
-def _summarize(pipeline: Pipeline, report: IngestReport, entries, heard: dict[str, dict[str, DocumentEvent]]) -> None:
-    """Each document's status from what this run heard of it; failures from the errors table."""
+def _summarize(pipeline: Pipeline, report: IngestReport, entries, heard: dict[str, dict[str, DocumentEvent]],
+               indexed_before: set[str]) -> None:
+    """Each document's status from what this run heard of it; failures from the errors table.
+    ``indexed_before``: the documents the served profile had an index marker for when the
+    run began (one the run indexed for the first time is new work, even if a killed run had
+    observed its bytes already)."""
     from ingest_pipeline.catalog import query
 
     lake = pipeline.lake
@@ -186,23 +192,30 @@ def _summarize(pipeline: Pipeline, report: IngestReport, entries, heard: dict[st
             report.warnings.setdefault(row["document_id"], []).append(entry)
         else:
             report.failed.setdefault(row["document_id"], []).append(entry)
+    from ingest_pipeline.assets.common import embeddings_key, lancedb_key
+
+    profile = report.profile = pipeline.settings.default_profile
+    lancedb = lancedb_key(profile).to_user_string()
+    indexing = pipeline.settings.is_indexed(profile)
     for doc in wanted:
         if doc in report.failed:
             continue
         events = heard.get(doc, {})
-        source = events.get("sources")
+        source, indexed = events.get("sources"), events.get(lancedb)
         if source is None:
             report.failed.setdefault(doc, []).append({"stage": "sources", "reason": "not observed in this run"})
-        elif source.status == "new":
-            report.new.append(doc)
+        elif indexing and (indexed is None or indexed.status not in ("new", "unchanged")) \
+                and finished(lake, profile, doc) is None:
+            report.failed.setdefault(doc, []).append(
+                {"stage": f"lancedb/{profile}", "reason": "not finished: no index marker for its current bytes"})
+        elif source.status == "new" or (doc not in indexed_before and indexed is not None
+                                        and indexed.status == "new"):
+            report.new.append(doc)  # new bytes, or bytes an earlier (killed) run observed and never indexed
         elif source.status == "changed" or any(e.status not in ("unchanged", "skipped", "failed")
                                                for e in events.values()):
             report.changed.append(doc)  # new bytes, or a setting changed and a stage recomputed
         else:
             report.unchanged.append(doc)
-    from ingest_pipeline.assets.common import embeddings_key
-
-    profile = report.profile = pipeline.settings.default_profile
     served = embeddings_key(profile).to_user_string()
     for doc_events in heard.values():  # the served profile's texts, as this run embedded or reused them
         event = doc_events.get(served)

@@ -18,6 +18,12 @@ SERVED_PROFILE = "retrieval"
 _PROFILE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
+MiB = 1024 * 1024
+# Format families for [limits.max_mib]; see media_types.size_family.
+DEFAULT_MAX_BYTES = {"text": 16 * MiB, "markdown": 16 * MiB, "delimited": 32 * MiB, "pdf": 256 * MiB,
+                     "office": 128 * MiB, "image": 64 * MiB, "other": 64 * MiB}
+
+
 @dataclass(frozen=True)
 class Profile:
     """A named, ordered list of chunker versions that lead the default order."""
@@ -51,6 +57,12 @@ class Settings:
     chunker_configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     passwords: Mapping[str, str] = field(default_factory=dict, repr=False)
     max_file_bytes: int = 512 * 1024 * 1024
+    # Per-format ceilings (bytes on disk), checked before a file is loaded: a larger file
+    # is one clear error, so a run's memory is bounded by these settings, not by its input.
+    max_bytes: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_MAX_BYTES))
+    # Outside folders a symbolic link in a source folder may point into (besides the
+    # source root and the folder it was found in).
+    link_roots: tuple[str, ...] = ()
     embed_batch: int = 64
     # Readers and chunkers run in a worker process: seconds per call (0 = in process)
     # and the worker's address-space limit.
@@ -191,6 +203,16 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
     mode = str(os.environ.get("INGEST_PARTITION_MODE") or partitioning.get("mode", "document"))
     if mode not in ("document", "hash", "folder"):
         raise ValueError(f"[partitions] mode must be document, hash or folder, not {mode!r}")
+    max_bytes = dict(DEFAULT_MAX_BYTES)
+    for family, mib in (limits.get("max_mib") or {}).items():
+        if family not in DEFAULT_MAX_BYTES:
+            raise ValueError(f"[limits.max_mib] {family!r} is not one of {', '.join(DEFAULT_MAX_BYTES)}")
+        max_bytes[family] = int(float(mib) * MiB)
+    # Link roots are local folders; a relative one is relative to a local storage root
+    # (to the working directory when the storage root is a URI).
+    anchor = os.getcwd() if object_store.is_uri(root) else root
+    link_roots = tuple(os.path.abspath(os.path.join(anchor, str(r)))
+                       for r in ((config.get("sources") or {}).get("link_roots") or ()))
     return Settings(
         data=root,
         profiles=tuple(profiles),
@@ -198,6 +220,8 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         chunker_configs={k: dict(v) for k, v in (config.get("chunkers") or {}).items()},
         passwords=passwords,
         max_file_bytes=int(limits.get("max_file_bytes", 512 * 1024 * 1024)),
+        max_bytes=max_bytes,
+        link_roots=link_roots,
         parse_timeout=float(os.environ.get("INGEST_PARSE_TIMEOUT") or limits.get("parse_timeout", 300.0)),
         parse_memory_bytes=int(limits.get("parse_memory_mib", 6 * 1024)) * 1024**2,
         embed_batch=int(config.get("embed_batch", 64)),

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ingest_pipeline import media_types, object_store, tables
 from ingest_pipeline.contract import ChunkPiece, Layout, LocatedLine, PageChunks, PageOutput
-from ingest_pipeline.documents import DocumentEntry, load_entry
+from ingest_pipeline.documents import DocumentEntry, UntrustedSource, check_trusted, load_entry
 from ingest_pipeline.embedding import Embedder
 from ingest_pipeline.faults import crash_point
 from ingest_pipeline.identity import canonical_json, sha256_bytes, sha256_text, with_reader_settings
@@ -135,19 +135,42 @@ def guarded(lake: Lake, stage: str, document: str, run_id: str, fn, *args, **kwa
 
 
 def observe_source(settings: Settings, lake: Lake, document: str, run_id: str, force: bool = False) -> Outcome:
-    """Record a document's bytes: media type from the bytes, size, sha256, mtime, path."""
+    """Record a document's bytes: media type from the bytes, size, sha256, mtime, path.
+
+    A file that cannot be observed (refused link, over its size limit, gone) loses its
+    previous source row, so nothing downstream keeps serving what that row described."""
     entry = load_entry(lake, document)
     if entry is None:
         raise StageError(f"document {document} is not in the inventory; ingest its file first")
     try:
-        stat = object_store.stat(entry.uri)
+        return _observe(settings, lake, entry, run_id, force)
+    except Exception:
+        lake.delete("sources", document)
+        raise
+
+
+def _observe(settings: Settings, lake: Lake, entry: DocumentEntry, run_id: str, force: bool) -> Outcome:
+    document = entry.document_id
+    try:
+        real = check_trusted(settings, entry)
+    except UntrustedSource as exc:
+        raise StageError(str(exc)) from None
+    try:
+        stat = object_store.stat(real)
+        media = media_types.detect_stream(lambda: object_store.open_input(real), stat.size, entry.path)
     except FileNotFoundError:
         raise StageError(f"source file is gone: {entry.path}") from None
     if stat.size > settings.max_file_bytes:
         raise StageError(f"file is {stat.size} bytes, over the limit of {settings.max_file_bytes}")
-    content = _read_file(entry)
-    sha = sha256_bytes(content)
-    media = media_types.detect(content, entry.path)
+    family = media_types.size_family(media)
+    limit = settings.max_bytes.get(family)
+    if limit is not None and stat.size > limit:
+        raise StageError(f"{media} file of {stat.size / MIB:.1f} MiB is over the {family} limit of "
+                         f"{limit / MIB:g} MiB ([limits.max_mib] {family}); not loaded")
+    try:
+        sha = object_store.sha256(real, _HASH_BLOCK)
+    except FileNotFoundError:
+        raise StageError(f"source file is gone: {entry.path}") from None
     fingerprint = _fingerprint(STAGE_VERSIONS["sources"], sha, media, entry.path)
     previous = lake.meta("sources", document)
     if previous and previous.get("fingerprint") == fingerprint and not force:
@@ -157,7 +180,7 @@ def observe_source(settings: Settings, lake: Lake, document: str, run_id: str, f
         "path": entry.path,
         "uri": entry.uri,
         "media_type": media,
-        "bytes": len(content),
+        "bytes": stat.size,
         "sha256": sha,
         "mtime": datetime.fromtimestamp(stat.mtime, timezone.utc),
         "status": "observed",
@@ -167,11 +190,11 @@ def observe_source(settings: Settings, lake: Lake, document: str, run_id: str, f
     lake.write("sources", (document,), pa.Table.from_pylist([row], schema=tables.SOURCES),
                meta={"fingerprint": fingerprint, "sha256": sha})
     status = "changed" if previous else "new"
-    return Outcome(document, status, {"sha256": sha, "media_type": media, "bytes": len(content)})
+    return Outcome(document, status, {"sha256": sha, "media_type": media, "bytes": stat.size})
 
 
-def _read_file(entry: DocumentEntry) -> bytes:
-    return object_store.read_bytes(entry.uri)
+MIB = 1024 * 1024
+_HASH_BLOCK = 4 * MIB
 
 
 def load_source(lake: Lake, document: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -203,7 +226,12 @@ def read_document(settings: Settings, lake: Lake, document: str, run_id: str,
     document with image-only pages, the OCR settings that differ from their defaults: so
     turning OCR on or changing its resolution re-reads exactly the scanned documents.
     """
-    source, source_meta = load_source(lake, document)
+    try:
+        source, source_meta = load_source(lake, document)
+    except UpstreamMissing:
+        lake.delete("pages", document)  # pages of bytes that can no longer be observed
+        lake.delete("page_lines", document)
+        raise
     password = password_for(source["path"], settings.passwords)
     stated = reader_settings(source["media_type"])
     previous = lake.meta("pages", document)
@@ -435,8 +463,15 @@ def build_chunk_map(
     force: bool = False,
 ) -> Outcome:
     """Merge the claims of the profile's chunker order into the document's chunk map."""
-    source, _ = load_source(lake, document)
-    pages, pages_fp = load_pages(lake, document)
+    try:
+        source, _ = load_source(lake, document)
+        pages, pages_fp = load_pages(lake, document)
+    except UpstreamMissing as exc:
+        withdrawn = withdraw_chunk_map(lake, profile.name, document)
+        if withdrawn is None:
+            raise
+        raise StageError(f"withdrawn from search: the file no longer reads ({exc}); its {withdrawn} chunks "
+                         f"stay in the lake's history") from None
     order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
     claims, claim_fps = [], []
     for info in order:
@@ -492,6 +527,23 @@ def build_chunk_map(
     if no_chunks and not empty:
         raise NoChunks(no_chunks)
     return Outcome(document, "empty" if empty else "new", summary)
+
+
+def withdraw_chunk_map(lake: Lake, profile: str, document: str) -> int | None:
+    """Move a document's served chunk map and vectors into the lake's history (out of the
+    public views and of search); returns how many chunks it held, None if it had none."""
+    chunks = lake.read("chunks", profile, document)
+    if chunks is None:
+        return None
+    shas = sorted(set(chunks.column("source_sha256").to_pylist()) - {None}) or ["unknown"]
+    version = f"{shas[0][:16]}-{_now().strftime('%Y%m%dT%H%M%S%f')}"
+    for table in ("chunks", "embeddings"):
+        data = lake.read(table, profile, document)
+        if data is not None:
+            lake.write(f"history/{table}", (profile, document, version), data,
+                       meta={**(lake.meta(table, profile, document) or {}), "withdrawn_at": _now()})
+            lake.delete(table, profile, document)
+    return chunks.num_rows
 
 
 def document_title(path: str) -> str:
@@ -691,6 +743,12 @@ def index_document(lake: Lake, index: VectorIndex, profile: Profile, document: s
     """Make the profile's LanceDB table hold exactly this document's current chunks."""
     chunks = lake.read("chunks", profile.name, document)
     vectors = lake.read("embeddings", profile.name, document)
+    if chunks is None and lake.exists("indexed", profile.name, document):
+        # The chunk map was withdrawn (the file no longer reads): its rows leave search.
+        empty = pa.Table.from_pylist([], schema=index_schema(index.dim))
+        removed = index.sync_document(profile.name, document, empty)
+        lake.delete("indexed", profile.name, document)
+        return Outcome(document, "skipped", {"reason": "chunk map withdrawn", "rows_removed": removed["rows_before"]})
     if chunks is None or vectors is None:
         raise UpstreamMissing(f"no chunks or embeddings for {document}")
     emb_fp = (lake.meta("embeddings", profile.name, document) or {}).get("fingerprint")
@@ -708,9 +766,26 @@ def index_document(lake: Lake, index: VectorIndex, profile: Profile, document: s
         rows.append({**row, "modality": "image" if is_image else "text", "vector": by_id.get(row["chunk_id"])})
     data = pa.Table.from_pylist(rows, schema=index_schema(index.dim))
     result = index.sync_document(profile.name, document, data)
+    shas = set(chunks.column("source_sha256").to_pylist())
     lake.write("indexed", (profile.name, document), pa.table({"rows": [result["rows"]]}),
-               meta={"fingerprint": fingerprint, "rows": result["rows"]})
+               meta={"fingerprint": fingerprint, "rows": result["rows"], "run_id": run_id,
+                     "source_sha256": shas.pop() if len(shas) == 1 else None})
     return Outcome(document, "new", result)
+
+
+def finished(lake: Lake, profile: str, document: str) -> dict[str, Any] | None:
+    """The document's completion marker for a profile, if it covers its current bytes.
+
+    The index marker is the last thing a run writes for a document, so a document is done
+    only once it exists for the sha256 its source row holds; a run killed earlier leaves
+    none (or one for older bytes), and the next run's report counts it as new work."""
+    marker = lake.meta("indexed", profile, document)
+    source = lake.meta("sources", document)
+    if not marker or not source:
+        return None
+    if marker.get("source_sha256") not in (None, source.get("sha256")):
+        return None
+    return marker
 
 
 def remove_document(lake: Lake, index: VectorIndex, document: str) -> dict[str, int]:

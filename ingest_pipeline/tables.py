@@ -24,6 +24,7 @@ INVENTORY = pa.schema([
     ("path", pa.string()),
     ("uri", pa.string()),
     ("registered_at", pa.timestamp("us", tz="UTC")),
+    ("root", pa.string()),  # the folder the file was found under (trusted for its links)
 ])
 
 PAGES = pa.schema([
