@@ -117,7 +117,11 @@ def check_trusted(settings: Settings, entry: DocumentEntry) -> str:
 def collect(settings: Settings, paths: Iterable[str],
             known: dict[str, DocumentEntry] | None = None) -> list[DocumentEntry]:
     """Entries for files and folders (recursively), in a stable order, without repeats.
-    A document already in ``known`` (the inventory) keeps the label it was first given."""
+    A file already in ``known`` (the inventory) keeps the id and label it was first given,
+    so a storage root made before a naming rule changed keeps one document per file."""
+    by_uri: dict[str, DocumentEntry] = {}
+    for before in sorted((known or {}).values(), key=lambda e: e.document_id):
+        by_uri.setdefault(before.uri, before)
     entries: dict[str, DocumentEntry] = {}
     for path in paths:
         if object_store.is_uri(path):
@@ -135,10 +139,20 @@ def collect(settings: Settings, paths: Iterable[str],
             raise FileNotFoundError(f"no such file or folder: {path}")
         for entry in found:
             before = (known or {}).get(entry.document_id)
-            if before is not None and before.uri == entry.uri and before.path != entry.path:
-                entry = DocumentEntry(entry.document_id, before.path, entry.uri, before.root or entry.root)
+            if before is None or before.uri != entry.uri:
+                before = by_uri.get(entry.uri)
+            if before is not None:
+                entry = DocumentEntry(before.document_id, before.path, entry.uri, before.root or entry.root)
             entries.setdefault(entry.document_id, entry)
     return list(entries.values())
+
+
+def superseded(inventory: dict[str, DocumentEntry], entries: Iterable[DocumentEntry]) -> list[DocumentEntry]:
+    """Known documents that name the same file as one of ``entries`` under another id
+    (left by an older naming rule): they are duplicates to forget."""
+    kept = {e.uri: e.document_id for e in entries}
+    return sorted((e for e in inventory.values() if e.uri in kept and kept[e.uri] != e.document_id),
+                  key=lambda e: e.document_id)
 
 
 def save_inventory(lake: Lake, entries: Iterable[DocumentEntry]) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ingest_pipeline.documents import collect, load_inventory, save_inventory, vanished
+from ingest_pipeline.documents import collect, load_inventory, save_inventory, superseded, vanished
 from ingest_pipeline.partitions import DOCUMENTS, contiguous_batches
 from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.progress import Column, DocumentEvent, StageBoard, listening
@@ -109,7 +109,7 @@ def ingest(
     entries = collect(settings, roots, known=inventory)
     report = IngestReport(documents=len(entries), paths={e.document_id: e.path for e in entries})
 
-    for entry in vanished(inventory, roots):
+    for entry in vanished(inventory, roots) + superseded(inventory, entries):
         remove_document(lake, pipeline.index, entry.document_id)
         if instance.has_dynamic_partition(DOCUMENTS, entry.document_id):
             instance.delete_dynamic_partition(DOCUMENTS, entry.document_id)

@@ -4,7 +4,7 @@ identity however it is named, and a file that turns unreadable leaves search."""
 import os
 
 from ingest_pipeline.catalog import query
-from ingest_pipeline.documents import collect, entry_for
+from ingest_pipeline.documents import DocumentEntry, collect, entry_for, superseded
 from ingest_pipeline.pipeline import pipeline_for
 from ingest_pipeline.runner import ingest
 from ingest_pipeline.samples import simple_pdf
@@ -38,6 +38,18 @@ def test_a_file_outside_every_root_is_one_document_by_its_resolved_path(data_dir
     assert [(e.document_id, e.path) for e in again] == [(direct.document_id, "elsewhere/reports/q3.txt")]
     other = write(tmp_path / "other" / "q3.txt", "another q3")
     assert entry_for(settings, str(other)).document_id != direct.document_id  # same name, other file
+
+
+def test_a_root_holding_two_ids_for_one_file_keeps_one(data_dir, tmp_path):
+    """An inventory written by the old rule (an id per spelling) converges on one document."""
+    settings = load_settings(data_dir)
+    outside = write(tmp_path / "elsewhere" / "q3.txt", "q3")
+    uri = entry_for(settings, str(outside)).uri
+    old = {"q3-txt-aaaa": DocumentEntry("q3-txt-aaaa", "q3.txt", uri),
+           "elsewhere-q3-txt-aaaa": DocumentEntry("elsewhere-q3-txt-aaaa", "elsewhere/q3.txt", uri)}
+    entries = collect(settings, [str(tmp_path / "elsewhere")], known=old)
+    assert [(e.document_id, e.path) for e in entries] == [("elsewhere-q3-txt-aaaa", "elsewhere/q3.txt")]
+    assert [e.document_id for e in superseded(old, entries)] == ["q3-txt-aaaa"]
 
 
 def _ingest(data_dir):
