@@ -123,8 +123,18 @@ def test_parameters_carry_values_into_duckdb(tmp_path):
                      [[payload, "b"]]).num_rows == 0
     assert query(lake, "select * from errors where document_id in (select unnest(?::VARCHAR[]))",
                  [["a"]]).num_rows == 1
+    catalog = str(tmp_path / "catalog.duckdb")
     with pytest.raises(PermissionError):
-        analyst_query(lake, str(tmp_path / "catalog.duckdb"), f"copy errors to '{tmp_path / 'e.csv'}'")
+        analyst_query(lake, catalog, f"copy errors to '{tmp_path / 'e.csv'}'")
+    import duckdb
+
+    writer = duckdb.connect(catalog)  # a run rewriting the catalog holds its only writer
+    try:
+        assert analyst_query(lake, catalog, "select document_id from errors").to_pylist() == [{"document_id": "a"}]
+        with pytest.raises(duckdb.Error, match="Permission"):
+            analyst_query(lake, catalog, "select * from read_text('/etc/passwd')")
+    finally:
+        writer.close()
 
 
 def _rows(doc, ids, dim=4):
