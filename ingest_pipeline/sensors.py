@@ -16,6 +16,7 @@ import time
 import uuid
 import zlib
 from dataclasses import dataclass, field
+from typing import Any
 
 from dagster import (
     AddDynamicPartitionsRequest,
@@ -91,6 +92,69 @@ def _latest_runs(instance, batch_ids: list[str]) -> dict:
     return latest
 
 
+@dataclass
+class Settlement:
+    """What one tick learned from the runs of pending batches. ``retry``: key -> (signature,
+    tries so far) to request again; ``gave_up``: (key, signature, why, run id, tries) of
+    batches past their retries, already marked seen (the caller writes their errors rows)."""
+
+    settled: int = 0
+    retry: dict[str, tuple[list, int]] = field(default_factory=dict)
+    gave_up: list[tuple[str, Any, str, str, int]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def settle_pending(instance, cursor: SensorCursor, retries: int, now: float) -> Settlement:
+    """Settle the pending batches whose runs ended: success marks their keys seen, a failed or
+    cancelled run (or one never launched) asks again up to ``retries`` times, then gives up.
+    Shared by the per-document sensor (keys are paths) and shard mode (keys are shards)."""
+    out = Settlement()
+    latest = _latest_runs(instance, list(cursor.pending))
+    for batch_id, batch in list(cursor.pending.items()):
+        run = latest.get(batch_id)
+        if run is None:
+            if now - batch["at"] < LOST_AFTER_SECONDS:
+                continue
+            status, run_id = None, None
+        elif not run.is_finished:
+            continue
+        else:
+            status, run_id = run.status, run.run_id
+        del cursor.pending[batch_id]
+        out.settled += 1
+        if status == DagsterRunStatus.SUCCESS:
+            cursor.seen.update(batch["files"])
+            continue
+        tries = batch["tries"] + 1
+        why = f"run {run_id} ended {status.value}" if status else "its run was never launched"
+        if tries <= retries:
+            out.notes.append(f"batch {batch_id}: {why}; asking again ({tries}/{retries})")
+            for key, sig in batch["files"].items():
+                out.retry[key] = (sig, tries)
+            continue
+        out.notes.append(f"batch {batch_id}: {why}, {tries} times; giving up until the files change")
+        for key, sig in batch["files"].items():
+            out.gave_up.append((key, sig, why, run_id or "", tries))
+            cursor.seen[key] = sig
+    return out
+
+
+def request_batches(cursor: SensorCursor, ordered: list[str], wanted: dict[str, tuple[str, Any]],
+                    retry: dict[str, tuple[Any, int]], batch_size: int, job_name: str,
+                    now: float) -> list[RunRequest]:
+    """One run per contiguous batch of the ``wanted`` partition keys (key -> (cursor key, its
+    signature)), each recorded as pending under its batch tag until its run ends."""
+    requests = []
+    for batch in contiguous_batches(ordered, set(wanted), batch_size):
+        batch_id = uuid.uuid4().hex[:12]
+        files = dict(wanted[k] for k in batch)
+        tries = max((retry.get(key, (None, 0))[1] for key in files), default=0)
+        cursor.pending[batch_id] = {"files": files, "tries": tries, "at": now}
+        requests.append(RunRequest(job_name=job_name, tags={
+            **range_tags(batch[0], batch[-1]), BATCH_TAG: batch_id, SOURCE_TAG: "sensor"}))
+    return requests
+
+
 def evaluate_source_folder(context: SensorEvaluationContext, p: Pipeline, job_name: str, catalog_job: str,
                            batch_size: int | None = None, retries: int | None = None):
     """One tick: settle the batches whose runs ended, request new and changed files, forget
@@ -113,37 +177,12 @@ def evaluate_source_folder(context: SensorEvaluationContext, p: Pipeline, job_na
     now = time.time()
 
     # 1. Batches whose runs ended: success marks their files seen, failure asks again.
-    settled, retry_files, notes = 0, {}, []
-    latest = _latest_runs(context.instance, list(cursor.pending))
-    for batch_id, batch in list(cursor.pending.items()):
-        run = latest.get(batch_id)
-        if run is None:
-            if now - batch["at"] < LOST_AFTER_SECONDS:
-                continue
-            status, run_id = None, None
-        elif not run.is_finished:
-            continue
-        else:
-            status, run_id = run.status, run.run_id
-        del cursor.pending[batch_id]
-        settled += 1
-        if status == DagsterRunStatus.SUCCESS:
-            cursor.seen.update(batch["files"])
-            continue
-        tries = batch["tries"] + 1
-        why = f"run {run_id} ended {status.value}" if status else "its run was never launched"
-        if tries <= retries:
-            notes.append(f"batch {batch_id}: {why}; asking again ({tries}/{retries})")
-            for rel, sig in batch["files"].items():
-                retry_files[rel] = (sig, tries)
-            continue
-        notes.append(f"batch {batch_id}: {why}, {tries} times; giving up until the files change")
-        for rel, sig in batch["files"].items():
-            entry = entry_for(settings, os.path.join(root, rel))
-            record_error(p.lake, "run", entry.document_id,
-                         StageError(f"{why}; tried {tries} times, not retried until the file changes"),
-                         run_id or "")
-            cursor.seen[rel] = sig
+    settlement = settle_pending(context.instance, cursor, retries, now)
+    settled, retry_files, notes = settlement.settled, settlement.retry, settlement.notes
+    for rel, _sig, why, run_id, tries in settlement.gave_up:
+        entry = entry_for(settings, os.path.join(root, rel))
+        record_error(p.lake, "run", entry.document_id,
+                     StageError(f"{why}; tried {tries} times, not retried until the file changes"), run_id)
 
     # 2. New and changed files, and those to retry, unless a run for them is still pending.
     in_flight = cursor.pending_paths()
@@ -169,14 +208,8 @@ def evaluate_source_folder(context: SensorEvaluationContext, p: Pipeline, job_na
     removed_set = set(removed)
     ordered = [k for k in partition_keys if k not in removed_set] + new_keys
     rel_of = {e.document_id: rel for e, rel in zip(entries, changed)}
-    requests = []
-    for batch in contiguous_batches(ordered, set(rel_of), batch_size):
-        batch_id = uuid.uuid4().hex[:12]
-        files = {rel_of[k]: current[rel_of[k]][1] for k in batch}
-        tries = max((retry_files.get(rel, (None, 0))[1] for rel in files), default=0)
-        cursor.pending[batch_id] = {"files": files, "tries": tries, "at": now}
-        requests.append(RunRequest(job_name=job_name, tags={
-            **range_tags(batch[0], batch[-1]), BATCH_TAG: batch_id, SOURCE_TAG: "sensor"}))
+    wanted = {k: (rel, current[rel][1]) for k, rel in rel_of.items()}
+    requests = request_batches(cursor, ordered, wanted, retry_files, batch_size, job_name, now)
     if settled or removed:  # after the runs it reflects, never beside them
         requests.append(RunRequest(job_name=catalog_job, tags={SOURCE_TAG: "sensor"}))
     partition_requests = []

@@ -114,6 +114,14 @@ class ShardChange:
     changed: list[tuple[str, Listed]]
     removed: list[str]  # document ids
 
+    @property
+    def needs_run(self) -> bool:
+        """A shard with new or changed files needs a run; so does one whose digest moved while
+        its manifest already matches the listing (the manifest was written for a run that
+        never ended well: a run to retry, or a tick that did not complete). Removals alone
+        are done by the sensor itself."""
+        return bool(self.new or self.changed or not self.removed)
+
 
 @dataclass
 class Scan:
@@ -145,14 +153,18 @@ def write_manifest(lake: Lake, scheme: ShardScheme, shard: str, members: Sequenc
 
 
 def scan(lake: Lake, scheme: ShardScheme, listing: Iterable[Listed], previous: Mapping[str, str],
-         limit: int = 256) -> Scan:
-    """Compare a listing with the last tick's shard digests; for at most ``limit`` moved
-    shards, diff against the shard's manifest and write the new manifest."""
+         limit: int = 256, skip: Iterable[str] = (), first: Iterable[str] = ()) -> Scan:
+    """Compare a listing with the shard digests last seen; for at most ``limit`` moved
+    shards, diff against the shard's manifest and write the new manifest. Shards in ``skip``
+    (a run for them has not ended) are left as they are, manifest included; moved shards in
+    ``first`` (runs to retry) go before the others."""
+    skip, first = set(skip), set(first)
     shards = group(listing, scheme)
     files = sum(len(m) for m in shards.values())
     digests = {shard: digest(members) for shard, members in shards.items()}
-    moved = sorted(s for s, d in digests.items() if previous.get(s) != d)
-    vanished = sorted(s for s in previous if s not in shards)
+    moved = sorted((s for s, d in digests.items() if previous.get(s) != d and s not in skip),
+                   key=lambda s: (s not in first, s))
+    vanished = sorted(s for s in previous if s not in shards and s not in skip)
     changes = []
     for shard in moved[:limit]:
         before = read_manifest(lake, scheme, shard)

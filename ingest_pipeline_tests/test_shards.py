@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
-from dagster import build_sensor_context
+from dagster import DagsterRunStatus, build_sensor_context
+from dagster._core.test_utils import create_run_for_test
 
 from ingest_pipeline.catalog import query
 from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB, build_definitions
@@ -14,11 +16,12 @@ from ingest_pipeline.instance import instance_for
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import resources_for
 from ingest_pipeline.runner import QUIET, ingest
+from ingest_pipeline.sensors import BATCH_TAG
 from ingest_pipeline.shard_sensor import evaluate_shards
 from ingest_pipeline.shards import Listed, ShardScheme, is_shard_key, scan, source_document_id
 from ingest_pipeline.lake import Lake
 from ingest_pipeline_tests.conftest import write
-from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
+from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, temporary_instance
 
 DOCS = {
     "notes/watering.md": "# Watering\n\nTomatoes need two litres a day in summer.\n\n## Night\n\nNever water at night.\n",
@@ -121,7 +124,11 @@ def test_shard_mode_cuts_the_same_chunks_into_the_same_lake(tmp_path):
     served = sharded.settings.default_profile
     assert sharded.index.count(served) == plain.index.count(served) > 0
 
-    idle = _run_sensor_tick(sharded, instance, first.cursor)
+    assert not any(r.job_name == CATALOG_JOB for r in first.run_requests)  # never beside the runs
+    settled = _run_sensor_tick(sharded, instance, first.cursor)  # the runs ended: shards seen
+    assert [r.job_name for r in settled.run_requests] == [CATALOG_JOB]
+    assert sorted(json.loads(settled.cursor)["seen"]) == sorted(keys)
+    idle = _run_sensor_tick(sharded, instance, settled.cursor)
     assert not idle.run_requests and idle.skip_reason
 
     os.remove(by_shard / "sources" / "top.txt")
@@ -134,3 +141,87 @@ def test_shard_mode_cuts_the_same_chunks_into_the_same_lake(tmp_path):
         "n"] == 0
     assert sharded.index.count(served, top) == 0
     assert len([r for r in changed.run_requests if r.job_name == INGEST_JOB]) == 1
+
+
+def _tick(p, instance, cursor=None):
+    """The real source sensor (shard mode), as the daemon would evaluate it."""
+    defs = build_definitions(p.settings)
+    sensor = defs.resolve_sensor_def("source_files_sensor")
+    with build_sensor_context(instance=instance, cursor=cursor, resources=resources_for(p.settings)) as context:
+        result = sensor(context)
+    for request in result.dynamic_partitions_requests or []:
+        if type(request).__name__ == "AddDynamicPartitionsRequest":
+            instance.add_dynamic_partitions(DOCUMENTS, list(request.partition_keys))
+        else:
+            for key in request.partition_keys:
+                instance.delete_dynamic_partition(DOCUMENTS, key)
+    return result
+
+
+def _ended(instance, cursor, status):
+    """Each pending batch's run, recorded as ended with ``status`` (runs are not executed)."""
+    pending = json.loads(cursor)["pending"]
+    for batch_id in pending:
+        create_run_for_test(instance, job_name=INGEST_JOB, status=status, tags={BATCH_TAG: batch_id})
+    return pending
+
+
+def test_a_shard_is_seen_only_once_its_run_ended_and_a_failed_run_is_asked_again_then_given_up(tmp_path):
+    data = tmp_path / "data"
+    for rel, text in DOCS.items():
+        write(data / "sources" / rel, text)
+    write(data / "ingest_pipeline.toml", "[partitions]\nmode = \"folder\"\n")
+    p = fresh_pipeline(data)
+    instance = temporary_instance(data)
+    retries = p.settings.run_retries
+    shard_keys = {ShardScheme("folder").shard_of_path(rel) for rel in DOCS}
+
+    first = _tick(p, instance)
+    ingest_runs = [r for r in first.run_requests if r.job_name == INGEST_JOB]
+    assert ingest_runs and all(BATCH_TAG in r.tags for r in ingest_runs)
+    assert not any(r.job_name == CATALOG_JOB for r in first.run_requests)
+    cursor = json.loads(first.cursor)
+    assert cursor["seen"] == {}  # nothing is seen before its run ended
+    assert {s for batch in cursor["pending"].values() for s in batch["files"]} == shard_keys
+
+    # While the run is pending its shard is neither rescanned nor asked for again, even
+    # when one of its files changes.
+    write(data / "sources" / "notes" / "pests.txt", "Aphids gather under basil leaves.\nLadybirds eat them.\n")
+    waiting = _tick(p, instance, first.cursor)
+    assert not waiting.run_requests and "waiting for" in waiting.skip_reason.skip_message
+    assert json.loads(waiting.cursor)["pending"] == cursor["pending"]
+
+    # Failed or cancelled: asked again (new batch ids), up to run_retries times.
+    state = waiting.cursor
+    for attempt in range(retries + 1):
+        before = _ended(instance, state, DagsterRunStatus.CANCELED if attempt % 2 else DagsterRunStatus.FAILURE)
+        result = _tick(p, instance, state)
+        state = result.cursor
+        asked = [r for r in result.run_requests if r.job_name == INGEST_JOB]
+        if attempt < retries:
+            again = json.loads(state)["pending"]
+            assert asked and not set(again) & set(before)
+            assert {s for batch in again.values() for s in batch["files"]} == shard_keys
+            assert all(batch["tries"] == attempt + 1 for batch in again.values())
+            assert json.loads(state)["seen"] == {}
+        else:  # given up: an errors row for every document, the shards seen until a file changes
+            assert asked == [] and json.loads(state)["pending"] == {}
+            assert set(json.loads(state)["seen"]) == shard_keys
+            assert [r.job_name for r in result.run_requests] == [CATALOG_JOB]
+    errors = query(p.lake, "SELECT document_id, path, stage, reason FROM errors ORDER BY path").to_pylist()
+    assert [e["path"] for e in errors] == sorted(DOCS)
+    assert {e["document_id"] for e in errors} == {source_document_id(rel) for rel in DOCS}
+    assert all(e["stage"] == "run" and f"tried {retries + 1} times" in e["reason"] for e in errors)
+    assert not _tick(p, instance, state).run_requests  # left alone ...
+
+    write(data / "sources" / "reports" / "q1.csv", "crop,kg\ntomato,50\n")  # ... until a file changes
+    changed = _tick(p, instance, state)
+    (run,) = [r for r in changed.run_requests if r.job_name == INGEST_JOB]
+    reports = ShardScheme("folder").shard_of_path("reports/q1.csv")
+    batch = json.loads(changed.cursor)["pending"][run.tags[BATCH_TAG]]
+    assert list(batch["files"]) == [reports] and batch["tries"] == 0
+    _ended(instance, changed.cursor, DagsterRunStatus.SUCCESS)
+    done = _tick(p, instance, changed.cursor)
+    assert [r.job_name for r in done.run_requests] == [CATALOG_JOB]  # settled: refresh after the run
+    assert json.loads(done.cursor)["seen"][reports] != json.loads(state)["seen"][reports]
+    assert not _tick(p, instance, done.cursor).run_requests
