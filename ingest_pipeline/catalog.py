@@ -51,7 +51,11 @@ def view_sql(lake: Lake, table: str) -> str:
 # time: where httpfs is installed (``INSTALL httpfs`` once, on a machine with network, or
 # baked into the image), views read the bucket directly with a temporary secret built from
 # the AWS variables (kept in memory, never in the catalog file); where it is not, an
-# in-memory connection reads the same Parquet files through pyarrow's S3 filesystem.
+# in-memory connection reads the same Parquet files through pyarrow's S3 filesystem: each
+# public table is a ``pyarrow.dataset`` of the lake's files registered on the connection,
+# under a view of the table's own name, so the SQL is the same as on a local root. (No
+# httpfs build for DuckDB 2.0.1 is on PyPI: the duckdb_extension_httpfs 1.5.5 wheel's
+# extension refuses to load, "built specifically for DuckDB version 'v1.5.5'".)
 
 
 def s3_secret_sql(environ: dict[str, str] | None = None) -> str:
@@ -213,7 +217,10 @@ def analyst_connection(lake: Lake, catalog_path: str):
     import pyarrow.fs as pafs
 
     if is_remote(lake):
+        # The views read the bucket through pyarrow datasets registered on the connection
+        # (pyarrow does the reading), so DuckDB itself needs no file access at all.
         con = connect(lake)
+        con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         return con
     if not os.path.exists(catalog_path):

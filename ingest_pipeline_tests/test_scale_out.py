@@ -49,6 +49,42 @@ def _chunk_ids(data: str) -> list[str]:
     return sorted(query(lake, "SELECT chunk_id FROM chunks").column("chunk_id").to_pylist())
 
 
+def _cli_query(cwd: Path, root: str, sql: str) -> subprocess.CompletedProcess:
+    """``ingest-pipeline --data ROOT query --json SQL``: the installed command, in its own process."""
+    command = Path(sys.executable).with_name("ingest-pipeline")
+    return subprocess.run([str(command), "--data", root, "query", "--json", sql], cwd=cwd, env={**os.environ},
+                          capture_output=True, text=True, timeout=600)
+
+
+def _query_cli_counts_as_the_local_run(tmp_path: Path, remote: str, local: str) -> None:
+    """The catalog on the s3 root: httpfs cannot load here, so the views of the same names are
+    pyarrow datasets over the bucket's Parquet; the real CLI counts what the local run counts."""
+    import json
+
+    from ingest_pipeline.catalog import VIEWS
+
+    views = (*VIEWS, "chunk_lineage")
+    counts = " UNION ALL ".join(f"SELECT '{v}' AS view, count(*) AS n FROM {v}" for v in views)
+    counts += " UNION ALL SELECT 'profile ' || profile, count(*) FROM chunks GROUP BY profile ORDER BY view"
+    answers = {}
+    for root in (remote, local):
+        out = _cli_query(tmp_path, root, counts)
+        assert out.returncode == 0, out.stderr[-2000:]
+        answers[root] = json.loads(out.stdout)
+    assert answers[remote] == answers[local]
+    by_view = {row["view"]: row["n"] for row in answers[remote]}
+    assert all(by_view[v] > 0 for v in ("sources", "pages", "claims", "chunks", "embeddings", "errors"))
+    out = _cli_query(tmp_path, remote, "SELECT count(*) AS n FROM duckdb_extensions() "
+                                       "WHERE extension_name = 'httpfs' AND loaded")
+    assert out.returncode == 0 and json.loads(out.stdout) == [{"n": 0}], out.stderr[-2000:]
+    # On the bucket, DuckDB needs no file access of its own: a local file stays unread.
+    secret = tmp_path / "not_in_the_lake.txt"
+    secret.write_text("local-file-marker-5d1e\n")
+    out = _cli_query(tmp_path, remote, f"SELECT * FROM read_text('{secret}')")
+    assert out.returncode == 1 and "local-file-marker" not in out.stdout + out.stderr
+    assert "Permission" in out.stderr
+
+
 @requires_corpus
 def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tmp_path, servers, monkeypatch):
     pg, s3 = servers
@@ -137,6 +173,7 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
 
     got = _chunk_ids(data)
     assert got == expected  # the same chunks, none lost, none twice
+    _query_cli_counts_as_the_local_run(tmp_path, data, str(local))
     # LanceDB on the bucket holds exactly the served profile's chunks, once each.
     served = pipeline.settings.default_profile
     from ingest_pipeline.catalog import query
