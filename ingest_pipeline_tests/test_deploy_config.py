@@ -1,21 +1,28 @@
 """Every deployment file the README names exists, loads, and agrees with the others.
 
 Debian ships no ``helm``, so ``helm template`` cannot render the values here. They are
-validated instead against the parts of the Dagster chart's values schema that they set
-(keys, types, enums and closed objects as the chart's values.schema.json declares them,
-transcribed below), and the instance config the chart would build is validated by
-Dagster's own instance schema. deploy/dagster.yaml is loaded as a real instance by
-test_scale_out.
+validated instead against the Dagster chart's own values schema, stored unmodified in
+deploy/helm/ (deploy/helm/README.md names its source, commit and licence), the way Helm
+validates values merged over the chart's defaults: ``required`` is enforced inside list items
+(Helm replaces a list whole, so nothing fills it in), every key the file sets is checked for
+type, enum, closed objects and the chart's conditionals, and the Kubernetes schemas the chart
+references by URL resolve offline to "any value" (nothing is downloaded). The instance config
+the chart would build is validated by Dagster's own instance schema. deploy/dagster.yaml is
+loaded as a real instance by test_scale_out.
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import tomllib
 from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB, WORK_TAG, build_definitions
 from ingest_pipeline.deployment import K8S_CONFIG_TAG, RUN_RESOURCES
@@ -23,92 +30,143 @@ from ingest_pipeline.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
-
-_STR, _INT, _BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
-_NAMED = {"type": "array", "items": {"type": "object", "required": ["name"]}}
-_RESOURCES = {"type": "object", "additionalProperties": False,
-              "properties": {"requests": {"type": "object"}, "limits": {"type": "object"}}}
-_IMAGE = {"type": "object", "required": ["repository", "pullPolicy"],
-          "properties": {"repository": _STR, "tag": {"type": ["string", "integer", "null"]},
-                         "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]}}}
-_TAG_LIMIT = {"type": "object", "required": ["key", "limit"], "additionalProperties": False,
-              "properties": {"key": _STR, "value": {"type": ["string", "object", "null"]}, "limit": _INT}}
-CHART_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "global": {"type": "object", "properties": {"postgresqlSecretName": _STR, "dagsterHome": _STR}},
-        "dagster-user-deployments": {
-            "type": "object", "required": ["enabled", "deployments"],
-            "properties": {"enabled": _BOOL, "deployments": {"type": "array", "minItems": 1, "items": {
-                "type": "object", "required": ["name", "image", "port"],
-                "anyOf": [{"required": ["dagsterApiGrpcArgs"]}, {"required": ["codeServerArgs"]}],
-                "properties": {"name": _STR, "image": _IMAGE, "port": _INT,
-                               "dagsterApiGrpcArgs": {"type": "array", "items": _STR},
-                               "envConfigMaps": _NAMED, "envSecrets": _NAMED, "resources": _RESOURCES}}}}},
-        "runLauncher": {
-            "type": "object", "required": ["type", "config"], "additionalProperties": False,
-            "properties": {
-                "type": {"enum": ["CeleryK8sRunLauncher", "K8sRunLauncher", "CustomRunLauncher"]},
-                "config": {"type": "object", "properties": {"k8sRunLauncher": {
-                    "type": "object", "additionalProperties": False,
-                    "required": ["imagePullPolicy", "loadInclusterConfig", "envConfigMaps", "envSecrets", "envVars",
-                                 "volumeMounts", "volumes"],
-                    "properties": {
-                        "image": {"anyOf": [_IMAGE, {"type": "null"}]}, "imagePullPolicy": _IMAGE["properties"][
-                            "pullPolicy"], "jobNamespace": {"type": ["string", "null"]},
-                        "loadInclusterConfig": _BOOL, "kubeconfigFile": {"type": ["string", "null"]},
-                        "envConfigMaps": _NAMED, "envSecrets": _NAMED, "envVars": {"type": "array", "items": _STR},
-                        "volumeMounts": {"type": "array"}, "volumes": {"type": "array"},
-                        "labels": {"type": ["object", "null"]}, "failPodOnRunFailure": {"type": ["boolean", "null"]},
-                        "resources": {"type": ["object", "null"]}, "schedulerName": {"type": ["string", "null"]},
-                        "securityContext": {"type": ["object", "null"]},
-                        "runK8sConfig": {"type": "object", "additionalProperties": False, "properties": {
-                            k: {"type": ["object", "null"]} for k in (
-                                "containerConfig", "podSpecConfig", "podTemplateSpecMetadata", "jobSpecConfig",
-                                "jobMetadata")}}}}}}},
-            "allOf": [{"if": {"properties": {"type": {"const": "K8sRunLauncher"}}},
-                       "then": {"properties": {"config": {"required": ["k8sRunLauncher"]}}}}]},
-        "postgresql": {"type": "object", "properties": {
-            "enabled": _BOOL, "postgresqlHost": _STR, "postgresqlUsername": _STR, "postgresqlPassword": _STR,
-            "postgresqlDatabase": _STR, "service": {"type": "object", "required": ["port"],
-                                                    "properties": {"port": _INT}}}},
-        "generatePostgresqlPasswordSecret": _BOOL,
-        "dagsterDaemon": {"type": "object", "properties": {
-            "runCoordinator": {
-                "type": "object", "required": ["enabled", "type", "config"], "additionalProperties": False,
-                "properties": {"enabled": _BOOL, "type": {"enum": ["QueuedRunCoordinator", "CustomRunCoordinator"]},
-                               "config": {"type": "object", "properties": {"queuedRunCoordinator": {
-                                   "type": "object", "additionalProperties": False, "properties": {
-                                       "maxConcurrentRuns": {"type": ["integer", "object", "null"]},
-                                       "tagConcurrencyLimits": {"type": ["array", "null"], "items": _TAG_LIMIT},
-                                       "dequeueIntervalSeconds": {"type": ["integer", "object", "null"]},
-                                       "dequeueNumWorkers": {"type": ["integer", "object", "null"]},
-                                       "dequeueUseThreads": {"type": ["boolean", "null"]},
-                                       "blockOpConcurrencyLimitedRuns": {"type": ["object", "null"]}}}}}}},
-            "runMonitoring": {"type": "object"}, "resources": _RESOURCES}},
-        "dagsterWebserver": {"type": "object", "properties": {"resources": _RESOURCES}},
-        "additionalInstanceConfig": {"type": "object"},
-        "telemetry": {"type": "object", "required": ["enabled"], "additionalProperties": False,
-                      "properties": {"enabled": _BOOL}},
-    },
-}
+CHART_SCHEMA = DEPLOY / "helm" / "dagster-chart.values.schema.json"
+K8S_SCHEMAS = "https://raw.githubusercontent.com/yannh/kubernetes-json-schema/master/v1.19.0/_definitions.json"
 
 
-def _values():
-    return yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())
+class _Whole(dict):
+    """A mapping inside a list: Helm replaces a list whole, so no chart default fills it in."""
 
 
-def test_helm_values_fit_the_chart_schema_and_a_broken_copy_does_not():
-    values = _values()
-    jsonschema.validate(values, CHART_SCHEMA)
-    broken = _values()
-    broken["runLauncher"]["config"]["k8sRunLauncher"]["resource"] = {}  # a typo the chart refuses
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(broken, CHART_SCHEMA)
-    broken = _values()
-    broken["runLauncher"]["type"] = "K8sLauncher"
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(broken, CHART_SCHEMA)
+def _as_helm_sees_it(value, in_list: bool = False):
+    if isinstance(value, dict):
+        items = {k: _as_helm_sees_it(v, in_list) for k, v in value.items()}
+        return _Whole(items) if in_list else items
+    if isinstance(value, list):
+        return [_as_helm_sees_it(v, True) for v in value]
+    return value
+
+
+_REQUIRED = jsonschema.Draft202012Validator.VALIDATORS["required"]
+
+
+def _required_where_no_default_fills_it(validator, required, instance, schema):
+    if isinstance(instance, _Whole):
+        yield from _REQUIRED(validator, required, instance, schema)
+
+
+_ChartValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator,
+                                               {"required": _required_where_no_default_fills_it})
+
+
+def _remote_refs(node) -> set[str]:
+    found = set()
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and "://" in ref:
+            found.add(ref)
+        for value in node.values():
+            found |= _remote_refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _remote_refs(value)
+    return found
+
+
+def chart_validator(retrieved: list[str] | None = None):
+    """A validator for the chart's schema that never goes to the network: each Kubernetes
+    schema it references resolves to ``{}`` (any value)."""
+    schema = json.loads(CHART_SCHEMA.read_text())
+    stub: dict = {}
+    for ref in _remote_refs(schema):
+        base, _, pointer = ref.partition("#")
+        assert base == K8S_SCHEMAS, ref  # the one document the chart points at
+        node = stub
+        for part in pointer.strip("/").split("/"):
+            node = node.setdefault(part, {})
+
+    def retrieve(uri: str):
+        if uri != K8S_SCHEMAS:
+            raise LookupError(f"not retrieving {uri}")
+        if retrieved is not None:
+            retrieved.append(uri)
+        return Resource.from_contents(stub, default_specification=DRAFT202012)
+
+    return _ChartValidator(schema, registry=Registry(retrieve=retrieve))
+
+
+def _deepest(error):
+    """Of an ``anyOf`` that failed, the branch that got furthest into the value."""
+    while error.context:
+        error = max(error.context, key=lambda e: len(e.absolute_path))
+    return error
+
+
+def chart_errors(values: dict) -> list[str]:
+    """Every way ``values`` breaks the chart's schema, as 'path: message'."""
+    errors = [_deepest(e) for e in chart_validator().iter_errors(_as_helm_sees_it(values))]
+    return sorted(f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors)
+
+
+def _values(path: Path = DEPLOY / "helm" / "values.yaml"):
+    return yaml.safe_load(path.read_text())
+
+
+def test_the_stored_chart_schema_is_the_dagster_charts_own():
+    schema = json.loads(CHART_SCHEMA.read_text())
+    assert schema["title"] == "DagsterHelmValues" and schema["description"] == "@generated"
+    readme = (DEPLOY / "helm" / "README.md").read_text()
+    assert "helm/dagster/values.schema.json" in readme and "Apache License 2.0" in readme
+    import hashlib
+
+    assert hashlib.sha256(CHART_SCHEMA.read_bytes()).hexdigest() in readme
+    assert {r.partition("#")[0] for r in _remote_refs(schema)} == {K8S_SCHEMAS}
+
+
+def test_helm_values_fit_the_chart_schema():
+    retrieved: list[str] = []
+    validator = chart_validator(retrieved)
+    errors = sorted(e.message for e in validator.iter_errors(_as_helm_sees_it(_values())))
+    assert errors == []
+    assert retrieved and set(retrieved) == {K8S_SCHEMAS}  # Kubernetes references resolved, offline
+
+
+def test_a_broken_values_file_fails_the_chart_schema(tmp_path):
+    broken = tmp_path / "values.yaml"
+    text = (DEPLOY / "helm" / "values.yaml").read_text()
+    broken.write_text(text.replace("type: K8sRunLauncher", "type: K8sLauncher")
+                      .replace("maxConcurrentRuns: 8", "maxConcurrentRuns: eight"))
+    errors = chart_errors(_values(broken))
+    assert any(e.startswith("runLauncher.type:") for e in errors), errors
+    assert any(e.startswith("dagsterDaemon.runCoordinator.config.queuedRunCoordinator.maxConcurrentRuns:")
+               for e in errors), errors
+
+
+@pytest.mark.parametrize("path, value, where", [
+    (("runLauncher", "config", "k8sRunLauncher", "resource"), {}, "runLauncher.config.k8sRunLauncher"),
+    (("dagsterDaemon", "runMonitor"), {"enabled": True}, "dagsterDaemon"),  # a closed object
+    (("dagsterWebserver", "replicaCount"), "two", "dagsterWebserver.replicaCount"),
+    (("telemetry", "enabled"), "no", "telemetry.enabled"),
+    (("dagster-user-deployments", "deployments", 0, "image", "pullPolicy"), "Sometimes",
+     "dagster-user-deployments.deployments.0.image.pullPolicy"),
+])
+def test_each_kind_of_mistake_is_refused(path, value, where):
+    values = copy.deepcopy(_values())
+    node = values
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    errors = chart_errors(values)
+    assert errors and all(e.startswith(where) for e in errors), errors
+
+
+def test_a_code_location_must_be_complete_since_helm_replaces_lists_whole():
+    values = copy.deepcopy(_values())
+    del values["dagster-user-deployments"]["deployments"][0]["port"]
+    assert chart_errors(values) == ["dagster-user-deployments.deployments.0: 'port' is a required property"]
+    values = copy.deepcopy(_values())
+    del values["runLauncher"]["config"]["k8sRunLauncher"]["envVars"]  # the chart's defaults have it
+    assert chart_errors(values) == []
 
 
 def test_helm_values_run_this_code_location_with_the_limits_of_dagster_yaml():
