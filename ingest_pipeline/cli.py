@@ -12,9 +12,10 @@ from ingest_pipeline.settings import default_data_dir
 
 
 def _pipeline(args):
+    from ingest_pipeline import object_store
     from ingest_pipeline.pipeline import pipeline_for
 
-    return pipeline_for(os.path.abspath(args.data))
+    return pipeline_for(object_store.absolute(args.data))  # a local path made absolute; a URI as it is
 
 
 def _json(value: Any) -> str:

@@ -71,6 +71,7 @@ def _query_cli_counts_as_the_local_run(tmp_path: Path, remote: str, local: str) 
         out = _cli_query(tmp_path, root, counts)
         assert out.returncode == 0, out.stderr[-2000:]
         answers[root] = json.loads(out.stdout)
+    assert not (tmp_path / "s3:").exists()  # the URI was not taken for a local folder
     assert answers[remote] == answers[local]
     by_view = {row["view"]: row["n"] for row in answers[remote]}
     assert all(by_view[v] > 0 for v in ("sources", "pages", "claims", "chunks", "embeddings", "errors"))
