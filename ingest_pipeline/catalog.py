@@ -184,6 +184,11 @@ def _httpfs_available() -> bool:
         con.close()
 
 
+def _httpfs_loaded(con: Any) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_extensions() WHERE extension_name = 'httpfs' "
+                            "AND loaded").fetchall()[0][0])
+
+
 def connect(lake: Lake):
     """An in-memory DuckDB connection with the views, for queries that must not contend
     for the catalog file's single writer."""
@@ -217,10 +222,11 @@ def analyst_connection(lake: Lake, catalog_path: str):
     import pyarrow.fs as pafs
 
     if is_remote(lake):
-        # The views read the bucket through pyarrow datasets registered on the connection
-        # (pyarrow does the reading), so DuckDB itself needs no file access at all.
         con = connect(lake)
-        con.execute("SET enable_external_access = false")
+        if not _httpfs_loaded(con):
+            # The views read the bucket through pyarrow datasets registered on the connection
+            # (pyarrow does the reading), so DuckDB itself needs no file access at all.
+            con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         return con
     if not os.path.exists(catalog_path):
