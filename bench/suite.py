@@ -62,23 +62,20 @@ def _pipeline(data: Path):
 
 
 def _asset_work(instance, run_ids: list[str]) -> dict[str, dict[str, int]]:
-    """Per asset: documents that did work (new/failed) and documents found unchanged."""
+    """Per asset: documents that did work (new/changed/failed) and documents found unchanged,
+    from each partition's own materialization metadata (its ``status`` line)."""
     from dagster import DagsterEventType
 
     work: dict[str, dict[str, int]] = {}
     for run_id in run_ids:
         for record in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION):
             mat = record.dagster_event.event_specific_data.materialization
-            meta = {k: v.value for k, v in mat.metadata.items()}
-            key = mat.asset_key.to_user_string()
-            slot = work.setdefault(key, {"did_work": 0, "unchanged": 0, "_runs": set()})
-            if run_id in slot["_runs"]:
-                continue  # a batch run records one materialization per partition, same metadata
-            slot["_runs"].add(run_id)
-            slot["did_work"] += int(meta.get("documents_new", 0)) + int(meta.get("documents_failed", 0))
-            slot["unchanged"] += int(meta.get("documents_unchanged", 0))
-    for slot in work.values():
-        slot.pop("_runs")
+            status = str(mat.metadata["status"].value) if "status" in mat.metadata else ""
+            slot = work.setdefault(mat.asset_key.to_user_string(), {"did_work": 0, "unchanged": 0})
+            if status.startswith(("unchanged", "not applicable", "skipped")):
+                slot["unchanged"] += 1
+            elif status:
+                slot["did_work"] += 1
     return dict(sorted(work.items()))
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ingest_pipeline.documents import collect, load_inventory, save_inventory, superseded, vanished
+from ingest_pipeline.freshness import Freshness
 from ingest_pipeline.partitions import DOCUMENTS, contiguous_batches
 from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.progress import Column, DocumentEvent, StageBoard, listening
@@ -89,9 +90,11 @@ def ingest(
 ) -> IngestReport:
     """Materialize every per-document asset for the documents under ``paths`` (default:
     the source root) in process, then refresh the catalog. Every count in the report is
-    of this run: each document's outcome per asset is heard as it finishes. ``force``
-    recomputes every stage of these documents whatever their fingerprints (each run is
-    tagged ``ingest/force=true``, so the UI shows why)."""
+    of this run: each document's outcome per asset is heard as it finishes. A document
+    whose current marker still holds (``freshness``) is not run: its assets' stored
+    outcomes are heard as unchanged. ``force`` ignores the markers and recomputes every
+    stage of these documents whatever their fingerprints (each run is tagged
+    ``ingest/force=true``, so the UI shows why)."""
     from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB, build_definitions
     from ingest_pipeline.instance import instance_for
     from ingest_pipeline.sensors import range_tags
@@ -140,11 +143,18 @@ def ingest(
         if watcher:
             watcher.changed(board, event, done)
 
+    freshness = Freshness(pipeline, [k.to_user_string() for k in job.asset_layer.selected_asset_keys],
+                          sorted(wanted))
+    checks = {} if force else {e.document_id: freshness.check(e) for e in entries}
+    current = {doc for doc, check in checks.items() if check.current}
     if watcher:
         watcher.started(board)
+    for doc in sorted(current):  # told as the stages themselves would tell an unchanged document
+        for asset, (status, detail) in checks[doc].outcomes.items():
+            hear(DocumentEvent(asset, doc, status, detail))
     try:
         with listening(hear):
-            for batch in contiguous_batches(ordered, wanted, batch_size):
+            for batch in contiguous_batches(ordered, wanted - current, batch_size):
                 result = job.execute_in_process(
                     instance=instance, resources=resources, raise_on_error=False, run_config=QUIET,
                     tags={**range_tags(batch[0], batch[-1]), **process_tags(),
@@ -158,12 +168,29 @@ def ingest(
     finally:
         if watcher:
             watcher.finished(board)
-    defs.resolve_job_def(CATALOG_JOB).execute_in_process(instance=instance, resources=resources, tags=process_tags(),
-                                                         raise_on_error=False, run_config=QUIET)
+    if report.run_ids or report.removed or not _catalog_exists(settings):
+        defs.resolve_job_def(CATALOG_JOB).execute_in_process(instance=instance, resources=resources,
+                                                             tags=process_tags(), raise_on_error=False,
+                                                             run_config=QUIET)
     _summarize(pipeline, report, entries, heard, indexed_before)
+    freshness.reload_errors(sorted(wanted - current))
+    for entry in entries:
+        failures = report.failed.get(entry.document_id, [])
+        if any(f["stage"] == "run" or f["reason"].startswith("not ") for f in failures):
+            freshness.forget(entry.document_id)  # the run broke or never got to it: look again next time
+        elif entry.document_id not in current:
+            try:
+                freshness.mark(entry)
+            except OSError:  # the file went away after its run: no marker, so the next run looks again
+                freshness.forget(entry.document_id)
     report.stages = board.as_dicts()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _catalog_exists(settings) -> bool:
+    """A local catalog file is there (on a bucket root the catalog is built per query)."""
+    return "://" not in settings.catalog_path and os.path.exists(settings.catalog_path)
 
 
 def _resource_for(pipeline: Pipeline):
