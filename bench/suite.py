@@ -62,7 +62,7 @@ def _pipeline(data: Path):
 
 
 def _asset_work(instance, run_ids: list[str]) -> dict[str, dict[str, int]]:
-    """Per asset: documents that did work (new/changed/failed) and documents found unchanged,
+    """Per asset: documents that did work (new/changed), failed, and were found unchanged,
     from each partition's own materialization metadata (its ``status`` line)."""
     from dagster import DagsterEventType
 
@@ -71,9 +71,11 @@ def _asset_work(instance, run_ids: list[str]) -> dict[str, dict[str, int]]:
         for record in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION):
             mat = record.dagster_event.event_specific_data.materialization
             status = str(mat.metadata["status"].value) if "status" in mat.metadata else ""
-            slot = work.setdefault(mat.asset_key.to_user_string(), {"did_work": 0, "unchanged": 0})
+            slot = work.setdefault(mat.asset_key.to_user_string(), {"did_work": 0, "failed": 0, "unchanged": 0})
             if status.startswith(("unchanged", "not applicable", "skipped")):
                 slot["unchanged"] += 1
+            elif status.startswith("FAILED"):
+                slot["failed"] += 1
             elif status:
                 slot["did_work"] += 1
     return dict(sorted(work.items()))
