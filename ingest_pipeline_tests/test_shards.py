@@ -86,7 +86,8 @@ def _lake_files(lake_root):
     for folder, _, files in os.walk(lake_root):
         for name in files:
             rel = os.path.relpath(os.path.join(folder, name), lake_root)
-            if not rel.startswith(("shard_manifests", "_schemas", "embedding_cache")):
+            # "current": the CLI ingest's freshness markers, which sensor runs do not write
+            if not rel.startswith(("shard_manifests", "_schemas", "embedding_cache", "current")):
                 found.add(rel)
     return found
 
