@@ -1,27 +1,9 @@
-"""The partitions every per-document asset shares, and how keys are batched into runs."""
-
-from collections.abc import Sequence
+"""The partitions every per-document asset shares (how keys are batched into runs is
+``stages.reconcile.contiguous_batches``)."""
 
 from dagster import DynamicPartitionsDefinition
 
+from ingest_pipeline.stages.reconcile import contiguous_batches  # noqa: F401  (re-exported for callers)
+
 DOCUMENTS = "documents"
 documents_partitions = DynamicPartitionsDefinition(name=DOCUMENTS)
-
-
-def contiguous_batches(ordered: Sequence[str], wanted: set[str], size: int) -> list[list[str]]:
-    """Runs of consecutive partition keys covering exactly ``wanted``, each at most ``size``
-    long: a batch is one run over a range of partitions."""
-    batches: list[list[str]] = []
-    run: list[str] = []
-    for key in ordered:
-        if key in wanted:
-            run.append(key)
-            if len(run) == size:
-                batches.append(run)
-                run = []
-        elif run:
-            batches.append(run)
-            run = []
-    if run:
-        batches.append(run)
-    return batches

@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ingest_pipeline.documents import collect, load_inventory, save_inventory, superseded, vanished
+from ingest_pipeline.documents import collect, load_inventory, superseded, vanished
 from ingest_pipeline.freshness import Freshness
-from ingest_pipeline.partitions import DOCUMENTS, contiguous_batches
+from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.progress import Column, DocumentEvent, StageBoard, listening
-from ingest_pipeline.stages import FORCE_TAG, empty_reason, finished, remove_document
+from ingest_pipeline.stages import FORCE_TAG, empty_reason, finished, reconcile
+from ingest_pipeline.stages.reconcile import contiguous_batches
 from ingest_pipeline.stale_runs import fail_stale_runs, process_tags
 
 RUN_BATCH = 16
@@ -112,18 +113,14 @@ def ingest(
     entries = collect(settings, roots, known=inventory)
     report = IngestReport(documents=len(entries), paths={e.document_id: e.path for e in entries})
 
-    for entry in vanished(inventory, roots) + superseded(inventory, entries):
-        remove_document(lake, pipeline.index, entry.document_id)
-        if instance.has_dynamic_partition(DOCUMENTS, entry.document_id):
-            instance.delete_dynamic_partition(DOCUMENTS, entry.document_id)
-        report.removed.append(entry.path)
-
-    save_inventory(lake, entries)
-    known = set(instance.get_dynamic_partitions(DOCUMENTS))
-    new_keys = [e.document_id for e in entries if e.document_id not in known]
-    if new_keys:
-        instance.add_dynamic_partitions(DOCUMENTS, new_keys)
-    ordered = instance.get_dynamic_partitions(DOCUMENTS)
+    gone = vanished(inventory, roots) + superseded(inventory, entries)
+    report.removed = [entry.path for entry in gone]
+    plan = reconcile(lake, pipeline.index, entries, [e.document_id for e in gone],
+                           instance.get_dynamic_partitions(DOCUMENTS), batch_size)
+    for key in plan.remove:
+        instance.delete_dynamic_partition(DOCUMENTS, key)
+    if plan.add:
+        instance.add_dynamic_partitions(DOCUMENTS, plan.add)
     wanted = {e.document_id for e in entries}
     served_markers = (f.rsplit("/", 1)[-1] for f in lake.files(f"indexed/{settings.default_profile}"))
     indexed_before = {name[: -len(".parquet")] for name in served_markers}
@@ -154,7 +151,7 @@ def ingest(
             hear(DocumentEvent(asset, doc, status, detail))
     try:
         with listening(hear):
-            for batch in contiguous_batches(ordered, wanted - current, batch_size):
+            for batch in contiguous_batches(plan.ordered, wanted - current, batch_size):
                 result = job.execute_in_process(
                     instance=instance, resources=resources, raise_on_error=False, run_config=QUIET,
                     tags={**range_tags(batch[0], batch[-1]), **process_tags(),

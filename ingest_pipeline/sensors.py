@@ -32,11 +32,11 @@ from dagster import (
 )
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from ingest_pipeline.documents import entry_for, save_inventory, walk_files
-from ingest_pipeline.partitions import DOCUMENTS, contiguous_batches
+from ingest_pipeline.documents import entry_for, walk_files
+from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.resources import IngestResource
-from ingest_pipeline.stages import StageError, record_error, remove_documents
+from ingest_pipeline.stages import StageError, reconcile, record_error
 
 MAX_FILES_PER_TICK = 200
 # Vanished files forgotten per tick (one lake walk and one LanceDB delete per table each tick).
@@ -139,13 +139,13 @@ def settle_pending(instance, cursor: SensorCursor, retries: int, now: float) -> 
     return out
 
 
-def request_batches(cursor: SensorCursor, ordered: list[str], wanted: dict[str, tuple[str, Any]],
-                    retry: dict[str, tuple[Any, int]], batch_size: int, job_name: str,
-                    now: float) -> list[RunRequest]:
-    """One run per contiguous batch of the ``wanted`` partition keys (key -> (cursor key, its
-    signature)), each recorded as pending under its batch tag until its run ends."""
+def request_batches(cursor: SensorCursor, batches: list[list[str]], wanted: dict[str, tuple[str, Any]],
+                    retry: dict[str, tuple[Any, int]], job_name: str, now: float) -> list[RunRequest]:
+    """One run per planned batch of partition keys (``stages.reconcile``; ``wanted``: key ->
+    (cursor key, its signature)), each recorded as pending under its batch tag until its run
+    ends."""
     requests = []
-    for batch in contiguous_batches(ordered, set(wanted), batch_size):
+    for batch in batches:
         batch_id = uuid.uuid4().hex[:12]
         files = dict(wanted[k] for k in batch)
         tries = max((retry.get(key, (None, 0))[1] for key in files), default=0)
@@ -173,7 +173,6 @@ def evaluate_source_folder(context: SensorEvaluationContext, p: Pipeline, job_na
             continue
         current[os.path.relpath(path, root)] = (path, [stat.st_size, stat.st_mtime_ns])
     partition_keys = context.instance.get_dynamic_partitions(DOCUMENTS)  # read once per tick
-    known = set(partition_keys)
     now = time.time()
 
     # 1. Batches whose runs ended: success marks their files seen, failure asks again.
@@ -191,25 +190,20 @@ def evaluate_source_folder(context: SensorEvaluationContext, p: Pipeline, job_na
     deferred = len(changed) > MAX_FILES_PER_TICK
     changed = changed[:MAX_FILES_PER_TICK]
     entries = [entry_for(settings, current[rel][0]) for rel in changed]
-    save_inventory(p.lake, entries)
-    new_keys = [e.document_id for e in entries if e.document_id not in known]
 
     # 3. Vanished files leave LanceDB, the lake and the partitions, a bounded number per tick.
     gone = sorted(rel for rel in cursor.seen if rel not in current)
     deferred = deferred or len(gone) > MAX_REMOVALS_PER_TICK
     gone = gone[:MAX_REMOVALS_PER_TICK]
     gone_ids = [entry_for(settings, os.path.join(root, rel)).document_id for rel in gone]
-    if gone_ids:
-        remove_documents(p.lake, p.index, gone_ids)
-    removed = [doc for doc in gone_ids if doc in known]
+    plan = reconcile(p.lake, p.index, entries, gone_ids, partition_keys, batch_size)
+    new_keys, removed = plan.add, plan.remove
     for rel in gone:
         cursor.seen.pop(rel, None)
 
-    removed_set = set(removed)
-    ordered = [k for k in partition_keys if k not in removed_set] + new_keys
     rel_of = {e.document_id: rel for e, rel in zip(entries, changed)}
     wanted = {k: (rel, current[rel][1]) for k, rel in rel_of.items()}
-    requests = request_batches(cursor, ordered, wanted, retry_files, batch_size, job_name, now)
+    requests = request_batches(cursor, plan.batches, wanted, retry_files, job_name, now)
     if settled or removed:  # after the runs it reflects, never beside them
         requests.append(RunRequest(job_name=catalog_job, tags={SOURCE_TAG: "sensor"}))
     partition_requests = []

@@ -29,7 +29,7 @@ from ingest_pipeline.documents import DocumentEntry, save_inventory
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.sensors import SOURCE_TAG, SensorCursor, request_batches, settle_pending
-from ingest_pipeline.stages import StageError, record_error, remove_documents
+from ingest_pipeline.stages import StageError, plan_partitions, record_error, remove_documents
 
 MAX_SHARDS_PER_TICK = 256
 SHARDS_PER_RUN = 4
@@ -93,14 +93,10 @@ def evaluate_shards(context: SensorEvaluationContext, p: Pipeline, job_name: str
         cursor.seen.pop(shard, None)
 
     # 3. Partitions and runs, in the instance's order of partition keys.
-    partition_keys = context.instance.get_dynamic_partitions(DOCUMENTS)  # read once per tick
-    known = set(partition_keys)
-    new_keys = [s for s in to_run if s not in known]
-    gone = sorted(s for s in vanished if s in known)
-    gone_set = set(gone)
-    ordered = [k for k in partition_keys if k not in gone_set] + new_keys
+    plan = plan_partitions(context.instance.get_dynamic_partitions(DOCUMENTS), to_run, vanished, batch_size)
+    new_keys, gone = plan.add, plan.remove
     wanted = {s: (s, scan.digests[s]) for s in to_run}
-    requests = request_batches(cursor, ordered, wanted, retry, batch_size, job_name, now)
+    requests = request_batches(cursor, plan.batches, wanted, retry, job_name, now)
     touched = sum(len(c.new) + len(c.changed) for c in scan.changes)
     ingest_runs = len(requests)
     if settlement.settled or removed_docs:  # after the runs it reflects, never beside them

@@ -1,0 +1,159 @@
+"""The ``chunk_map/<profile>`` stage: merge the claims of a profile's chunker order per
+page, first in order wins, mint chunk ids and count tokens (table ``chunks``); and
+withdraw a chunk map whose file no longer reads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import pyarrow as pa
+
+from ingest_pipeline import tables
+from ingest_pipeline.contract import ChunkPiece, PageOutput
+from ingest_pipeline.embedding import Embedder
+from ingest_pipeline.faults import crash_point
+from ingest_pipeline.lake import Lake
+from ingest_pipeline.merge import merge_claims
+from ingest_pipeline.registry import ChunkerRegistry
+from ingest_pipeline.settings import Profile
+from ingest_pipeline.stages.claims import _piece_row, load_claim
+from ingest_pipeline.stages.common import (
+    STAGE_VERSIONS, UNCHANGED, NoChunks, Outcome, StageError, UpstreamMissing, fingerprint_of, now,
+)
+from ingest_pipeline.stages.pages import load_pages
+from ingest_pipeline.stages.sources import load_source
+from ingest_pipeline.token_limits import bounded_counts, over_limit, relink, split_to_limit, table_problems
+
+def empty_reason(lake: Lake, profile: str, document: str) -> str | None:
+    """Why a document has zero chunks in a profile's chunk map, when that is a success."""
+    meta = lake.meta("chunks", profile, document) or {}
+    return meta.get("no_chunks") if meta.get("empty") else None
+
+
+
+
+def build_chunk_map(
+    lake: Lake, registry: ChunkerRegistry, profile: Profile, embedder: Embedder, document: str, run_id: str,
+    force: bool = False,
+) -> Outcome:
+    """Merge the claims of the profile's chunker order into the document's chunk map."""
+    try:
+        source, _ = load_source(lake, document)
+        pages, pages_fp = load_pages(lake, document)
+    except UpstreamMissing as exc:
+        withdrawn = withdraw_chunk_map(lake, profile.name, document)
+        if withdrawn is None:
+            raise
+        raise StageError(f"withdrawn from search: the file no longer reads ({exc}); its {withdrawn} chunks "
+                         f"stay in the lake's history") from None
+    order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
+    claims, claim_fps = [], []
+    for info in order:
+        claim, fp = load_claim(lake, info, document)
+        claims.append(claim)
+        claim_fps.append(fp)
+    fingerprint = fingerprint_of(STAGE_VERSIONS["chunks"], profile.name, profile.options(), pages_fp, claim_fps,
+                               embedder.model_id, embedder.max_tokens)
+    previous = lake.meta("chunks", profile.name, document)
+    if previous and previous.get("fingerprint") == fingerprint and not force:
+        if previous.get("no_chunks") and not previous.get("empty"):
+            raise NoChunks(previous["no_chunks"])
+        return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED})
+    chunk_map = merge_claims(document, pages, claims, expand=expander(profile, embedder, source["path"]))
+    relinked = relink([c.piece for c in chunk_map.chunks])
+    chunk_map = replace(chunk_map, chunks=tuple(replace(c, piece=p) for c, p in zip(chunk_map.chunks, relinked)))
+    readers = {p.page: p.reader for p in pages}
+    texts = [(c.piece.embed_text or c.piece.text) for c in chunk_map.chunks if not c.piece.is_image]
+    token_counts = iter(bounded_counts(embedder.token_offsets, texts, embedder.count_tokens)) if texts else iter(())
+    rows = []
+    for chunk in chunk_map.chunks:
+        piece = chunk.piece
+        rows.append({
+            "chunk_id": chunk.chunk_id, "label": chunk.label, "profile": profile.name, "document_id": document,
+            "path": source["path"], "page": chunk.page, "index": chunk.index, **_piece_row(piece),
+            "chars": len(piece.text) if piece.text else 0,
+            "tokens": None if piece.is_image else next(token_counts),
+            "chunker": chunk.chunker, "config_hash": chunk.config_hash, "reader": readers.get(chunk.page),
+            "source_sha256": source["sha256"], "run_id": run_id,
+        })
+    by_chunker: dict[str, int] = {}
+    for chunk in chunk_map.chunks:
+        by_chunker[chunk.chunker] = by_chunker.get(chunk.chunker, 0) + 1
+    grid_problems = table_problems([c.piece for c in chunk_map.chunks])
+    summary = {"chunks": len(rows), "by_chunker": by_chunker, "dropped": chunk_map.dropped,
+               "failed_chunkers": [c.chunker for c in claims if c.error],
+               "split_parts": sum(1 for c in chunk_map.chunks if "token_split" in c.piece.meta),
+               "table_grid_problems": [{"label": chunk_map.chunks[p["index"]].label, "problem": p["problem"]}
+                                       for p in grid_problems][:20]}
+    no_chunks = None if rows else _why_no_chunks(pages, summary)
+    # Nothing to chunk is not an error (SPEC F06) when every page read and no chunker
+    # raised: a blank file, blank pages, Markdown whose only content is skipped. Pages that
+    # failed or chunkers that raised leave a broken document, and that stays a failure.
+    empty = bool(no_chunks) and not summary["failed_chunkers"] and all(p.readable for p in pages)
+    if empty:
+        if any(p.status == "read" for p in pages):
+            no_chunks += "; the chunkers kept nothing of the read pages"
+        summary["no_chunks"] = no_chunks
+    lake.write("chunks", (profile.name, document), pa.Table.from_pylist(rows, schema=tables.CHUNKS),
+               meta={"fingerprint": fingerprint, "summary": summary, "order": [i.ref for i in order],
+                     "no_chunks": no_chunks, "empty": empty})
+    crash_point("chunk_maps")
+    if no_chunks and not empty:
+        raise NoChunks(no_chunks)
+    return Outcome(document, "empty" if empty else "new", summary)
+
+
+def withdraw_chunk_map(lake: Lake, profile: str, document: str) -> int | None:
+    """Move a document's served chunk map and vectors into the lake's history (out of the
+    public views and of search); returns how many chunks it held, None if it had none."""
+    chunks = lake.read("chunks", profile, document)
+    if chunks is None:
+        return None
+    shas = sorted(set(chunks.column("source_sha256").to_pylist()) - {None}) or ["unknown"]
+    version = f"{shas[0][:16]}-{now().strftime('%Y%m%dT%H%M%S%f')}"
+    for table in ("chunks", "embeddings"):
+        data = lake.read(table, profile, document)
+        if data is not None:
+            lake.write(f"history/{table}", (profile, document, version), data,
+                       meta={**(lake.meta(table, profile, document) or {}), "withdrawn_at": now()})
+            lake.delete(table, profile, document)
+    return chunks.num_rows
+
+
+def document_title(path: str) -> str:
+    """A document's title for embedding context: its file name without the extension."""
+    name = path.rsplit("/", 1)[-1]
+    stem = name.rsplit(".", 1)[0] if "." in name else name
+    return " ".join(stem.replace("_", " ").split())
+
+
+def expander(profile: Profile, embedder: Embedder, path: str):
+    title = document_title(path) if profile.document_context else ""
+
+    def expand(piece: ChunkPiece) -> list[ChunkPiece]:
+        if title:
+            piece = replace(piece, embed_text=f"{title}\n{piece.embed_text or piece.text}")
+        if not profile.split_oversized:
+            if over_limit(embedder.token_offsets, piece.embed_text or piece.text, embedder.max_tokens - 2):
+                return [replace(piece, meta={**piece.meta, "token_overflow": True})]
+            return [piece]
+        return split_to_limit(piece, embedder.token_offsets, embedder.max_tokens)
+
+    return expand
+
+
+def _why_no_chunks(pages: Sequence[PageOutput], summary: dict[str, Any]) -> str:
+    """Say why a document yields no chunk, from its pages' verdicts."""
+    statuses: dict[str, int] = {}
+    for page in pages:
+        statuses[page.status] = statuses.get(page.status, 0) + 1
+    parts = [f"{n} {status}" for status, n in sorted(statuses.items())]
+    reasons = sorted({p.reason for p in pages if p.reason and p.status in ("failed", "unreadable")})
+    text = f"no chunks: {len(pages)} page(s), " + ", ".join(parts or ["none"])
+    if reasons:
+        text += " (" + "; ".join(reasons)[:200] + ")"
+    if summary.get("failed_chunkers"):
+        text += "; chunkers that raised: " + ", ".join(summary["failed_chunkers"])
+    return text

@@ -1,0 +1,153 @@
+"""The ``chunks/<id>_v<version>`` stage: ask one chunker version about one document and
+store its claims (table ``claims``); and load a claim back for the chunk map."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pyarrow as pa
+
+from ingest_pipeline import tables
+from ingest_pipeline.contract import ChunkPiece, Layout, PageChunks, PageOutput
+from ingest_pipeline.identity import sha256_bytes, with_reader_settings
+from ingest_pipeline.isolation import ParseWorker
+from ingest_pipeline.lake import Lake
+from ingest_pipeline.merge import Claim
+from ingest_pipeline.readers.base import password_for
+from ingest_pipeline.registry import ChunkerInfo
+from ingest_pipeline.settings import Settings
+from ingest_pipeline.stages.common import (
+    STAGE_VERSIONS, UNCHANGED, Outcome, StageError, clear_error, direct, fingerprint_of, record_error,
+)
+from ingest_pipeline.stages.pages import load_pages
+from ingest_pipeline.stages.sources import load_source, source_bytes
+
+
+def _piece_row(piece: ChunkPiece) -> dict[str, Any]:
+    return {
+        "text": piece.text,
+        "image": piece.image,
+        "bbox": tables.bbox_value(piece.bbox),
+        "bbox_reason": piece.bbox_reason,
+        "role": piece.layout.role if piece.layout else None,
+        "layout": piece.layout.to_json() if piece.layout else None,
+        "header_path": list(piece.header_path),
+        "content_type": piece.content_type,
+        "embed_text": piece.embed_text,
+        "meta": json.dumps(dict(piece.meta), sort_keys=True, default=str) if piece.meta else None,
+    }
+
+
+def _row_piece(row: dict[str, Any]) -> ChunkPiece:
+    return ChunkPiece(
+        text=row["text"], image=row["image"], bbox=tables.bbox_tuple(row["bbox"]),
+        bbox_reason=row["bbox_reason"], layout=Layout.from_json(row["layout"]),
+        header_path=tuple(row["header_path"] or ()), content_type=row["content_type"],
+        embed_text=row["embed_text"], meta=json.loads(row["meta"]) if row["meta"] else {},
+    )
+
+
+def run_chunker(
+    settings: Settings, lake: Lake, chunker: Any, info: ChunkerInfo, document: str, run_id: str,
+    parser: ParseWorker | None = None, force: bool = False,
+) -> Outcome:
+    """Ask one chunker version about one document and store its claims.
+
+    A chunker that raises is recorded (an errors row and the claim's error) and its
+    claim is empty, so the chunk map moves on to the next chunker. A chunker whose media
+    types exclude the document gets an empty claim without being asked.
+    """
+    source, _ = load_source(lake, document)
+    pages, pages_fp = load_pages(lake, document)
+    reader_identity = (lake.meta("pages", document) or {}).get("reader_identity") or {}
+    cfg_hash = with_reader_settings(info.config_hash, reader_identity)
+    fingerprint = fingerprint_of(STAGE_VERSIONS["claims"], pages_fp, info.ref, cfg_hash)
+    previous = lake.meta("claims", info.asset_name, document)
+    if previous and previous.get("fingerprint") == fingerprint and not force:
+        return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED})
+    content = source_bytes(source)
+    error = None
+    checks: list[dict[str, Any]] = []
+    metrics: dict[str, Any] = {}
+    started = time.perf_counter()
+    try:
+        if info.media_types and source["media_type"] not in info.media_types:
+            answer = ()  # not a format it reads: an empty claim, without a worker call
+        else:
+            answer, checks, metrics = (parser.call if parser else direct)(
+                chunk_document, chunker, content, source["media_type"], pages,
+                password_for(source["path"], settings.passwords))
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        record_error(lake, f"chunks/{info.ref}", document, exc, run_id)
+        answer = ()
+    else:
+        clear_error(lake, f"chunks/{info.ref}", document)
+    rows = []
+    for page_answer in answer:
+        for number, piece in enumerate(page_answer.pieces):
+            rows.append({"document_id": document, "chunker": info.ref, "config_hash": cfg_hash,
+                         "page": page_answer.page, "piece": number, **_piece_row(piece),
+                         "source_sha256": source["sha256"], "run_id": run_id})
+    summary = {"pages_claimed": len({a.page for a in answer}), "pieces": len(rows), "config_hash": cfg_hash,
+               "seconds": round(time.perf_counter() - started, 4)}
+    meta = {"fingerprint": fingerprint, "chunker": info.ref, "config_hash": cfg_hash,
+            "chunker_config_hash": info.config_hash, "reader_settings": reader_identity,
+            # the hash the claim had before this one, when it differs: old and new side by side
+            "previous_config_hash": (previous.get("config_hash") if previous and previous.get("config_hash") != cfg_hash
+                                     else (previous or {}).get("previous_config_hash")),
+            "claimed_pages": sorted({a.page for a in answer}), "error": error,
+            "content": _claim_content(rows, sorted({a.page for a in answer}), error, info),
+            "summary": summary, "checks": checks, "metrics": metrics}
+    lake.write("claims", (info.asset_name, document), pa.Table.from_pylist(rows, schema=tables.CLAIMS), meta=meta)
+    return Outcome(document, "failed" if error else "new", {**summary, **({"error": error} if error else {})})
+
+
+def _claim_content(rows: list[dict[str, Any]], pages: list[int], error: str | None, info: ChunkerInfo) -> str:
+    """A hash of what a claim says (not of how it was asked): a chunker that disclaims a
+    document says the same thing under any configuration, so the chunk map downstream of
+    it stays as it is when only that configuration changes."""
+    pieces = [[r["page"], r["piece"], r["text"], sha256_bytes(r["image"]) if r["image"] else None, r["bbox"],
+               r["bbox_reason"], r["layout"], r["header_path"], r["content_type"], r["embed_text"], r["meta"]]
+              for r in rows]
+    # Chunk ids hash the config, so a claim with pieces depends on it.
+    return fingerprint_of(info.ref, info.config_hash if rows else None, pages, error, pieces)
+
+
+def chunk_document(
+    chunker: Any, content: bytes, media_type: str, pages: tuple[PageOutput, ...], password: str | None
+) -> tuple[tuple[PageChunks, ...], list[dict[str, Any]], dict[str, Any]]:
+    """One chunker's answer for a document, its own checks and metrics (runs in the parse
+    worker, so everything here is picklable). The password reaches the chunker inside
+    its content (SourceBytes)."""
+    from ingest_pipeline.contract import SourceBytes
+
+    answer = tuple(chunker.chunk(SourceBytes(content, password), media_type, pages) or ())
+    ref = f"{getattr(chunker, 'id', '?')}@{getattr(chunker, 'version', '?')}"
+    for item in answer:
+        if not isinstance(item, PageChunks):
+            raise TypeError(f"{ref} answered {type(item).__name__}, not PageChunks")
+    checks = []
+    if hasattr(chunker, "check"):
+        for outcome in chunker.check(content, media_type, pages, answer):
+            checks.append({"name": outcome.name, "passed": outcome.passed, "severity": outcome.severity,
+                           "description": outcome.description, "metadata": dict(outcome.metadata)})
+    metrics = dict(chunker.metrics(answer)) if hasattr(chunker, "metrics") and answer else {}
+    return answer, checks, metrics
+
+
+def load_claim(lake: Lake, info: ChunkerInfo, document: str) -> tuple[Claim, str]:
+    meta = lake.meta("claims", info.asset_name, document)
+    if meta is None:
+        raise StageError(f"chunks/{info.asset_name} has not been materialized for this document")
+    table = lake.read("claims", info.asset_name, document)
+    by_page: dict[int, list[ChunkPiece]] = {p: [] for p in meta.get("claimed_pages", [])}
+    for row in sorted(table.to_pylist(), key=lambda r: (r["page"], r["piece"])):
+        by_page.setdefault(row["page"], []).append(_row_piece(row))
+    claim = Claim(
+        chunker=info.ref, config_hash=meta.get("config_hash", info.config_hash), error=meta.get("error"),
+        pages=tuple(PageChunks(page=p, pieces=tuple(pieces)) for p, pieces in sorted(by_page.items())),
+    )
+    return claim, meta.get("content") or meta.get("fingerprint", "")

@@ -1,0 +1,111 @@
+"""What every stage shares: the outcome of one document's stage, the failures a stage
+raises, input fingerprints and stage versions, the force switch, and the errors rows that
+``guarded`` writes when one document fails (so the batch goes on)."""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+
+from ingest_pipeline import tables
+from ingest_pipeline.documents import load_entry
+from ingest_pipeline.identity import canonical_json, sha256_text
+from ingest_pipeline.lake import Lake
+
+# Bump a stage's version when its output for the same input changes.
+STAGE_VERSIONS = {"sources": 1, "pages": 1, "claims": 1, "chunks": 1, "embeddings": 1, "index": 1}
+
+
+class StageError(Exception):
+    """A per-document failure with a one-line reason."""
+
+
+class NoChunks(StageError):
+    """The chunk map of a document is empty because pages failed or chunkers raised; the
+    reason says what its pages were. (A document with nothing to chunk is no error.)"""
+
+
+class UpstreamMissing(Exception):
+    """A stage's input is absent because an earlier stage failed for this document."""
+
+
+# Run tag (set by ``ingest --force``, or in the launchpad) that makes every stage recompute
+# whatever its fingerprint says; the ``ingest`` resource's ``force`` config does the same.
+FORCE_TAG = "ingest/force"
+# What an unchanged outcome says about itself, so a skip is never silent.
+UNCHANGED = {"skipped_because": "inputs' fingerprint unchanged",
+             "to_recompute": f"run with tag {FORCE_TAG}=true or resource config ingest.force = true "
+                             "(ingest --force PATH)"}
+
+
+@dataclass
+class Outcome:
+    document: str
+    status: str  # new | unchanged | failed | skipped
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def fingerprint_of(*parts: Any) -> str:
+    return sha256_text(canonical_json(parts))
+
+
+# ---------------------------------------------------------------- errors
+
+
+def record_error(lake: Lake, stage: str, document: str, exc: BaseException, run_id: str) -> dict[str, Any]:
+    entry = load_entry(lake, document)
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    row = {
+        "document_id": document,
+        "path": entry.path if entry else None,
+        "stage": stage,
+        "error": type(exc).__name__,
+        "reason": reason[:500],
+        "run_id": run_id,
+        "at": now(),
+    }
+    detail = "".join(traceback.format_exception(exc)) if not isinstance(exc, StageError) else ""
+    lake.write("errors", (_stage_dir(stage), document), pa.Table.from_pylist([row], schema=tables.ERRORS),
+               meta={"traceback": detail[-4000:]})
+    return row
+
+
+def clear_error(lake: Lake, stage: str, document: str) -> None:
+    lake.delete("errors", _stage_dir(stage), document)
+
+
+def error_traceback(lake: Lake, stage: str, document: str) -> str:
+    """The traceback stored with a document's error at ``stage`` ('' if none)."""
+    return str((lake.meta("errors", _stage_dir(stage), document) or {}).get("traceback") or "")
+
+
+def _stage_dir(stage: str) -> str:
+    return stage.replace("/", "__").replace("@", "_v")
+
+
+def guarded(lake: Lake, stage: str, document: str, run_id: str, fn, *args, **kwargs) -> Outcome:
+    """Run one document's stage; a failure becomes an errors row and a 'failed' outcome."""
+    try:
+        outcome = fn(*args, **kwargs)
+    except UpstreamMissing as exc:
+        return Outcome(document, "skipped", {"reason": str(exc)})
+    except Exception as exc:  # one document's failure must not fail the batch
+        row = record_error(lake, stage, document, exc, run_id)
+        return Outcome(document, "failed", {"reason": row["reason"], "error": row["error"], "stage": stage})
+    if outcome.status != "failed":  # a stage may record its own failure and still return
+        clear_error(lake, stage, document)
+    return outcome
+
+
+
+def direct(fn, *args):
+    """Call ``fn`` in this process (the stages' stand-in for a parse worker)."""
+    return fn(*args)

@@ -1,0 +1,166 @@
+"""The ``embeddings/<profile>`` stage: a vector per text chunk of many documents at once,
+through the embedding cache keyed by (model id, sha256 of the text)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ingest_pipeline import tables
+from ingest_pipeline.embedding import Embedder
+from ingest_pipeline.faults import crash_point
+from ingest_pipeline.identity import canonical_json, sha256_text
+from ingest_pipeline.lake import Lake
+from ingest_pipeline.settings import Profile
+from ingest_pipeline.stages.common import STAGE_VERSIONS, UNCHANGED, Outcome, clear_error, fingerprint_of, record_error
+
+
+class EmbeddingCache:
+    """Vectors keyed by (model id, sha256 of the text), as append-only Parquet shards."""
+
+    def __init__(self, lake: Lake, model_id: str) -> None:
+        self.lake = lake
+        self.model_id = model_id
+
+    def get(self, shas: Iterable[str]) -> dict[str, np.ndarray]:
+        wanted = set(shas)
+        found: dict[str, np.ndarray] = {}
+        if not wanted:
+            return found
+        import pyarrow.compute as pc
+        import pyarrow.dataset as ds
+
+        for attempt in range(3):
+            files = list(self.lake.files(f"embedding_cache/{self.model_id}"))
+            if not files:
+                return found
+            dataset = ds.dataset(files, filesystem=self.lake.fs, format="parquet", schema=tables.EMBEDDING_CACHE)
+            try:
+                table = dataset.to_table(filter=pc.field("text_sha256").isin(list(wanted)))
+                break
+            except (FileNotFoundError, OSError):
+                if attempt == 2:  # housekeeping folded shards away between listing and reading
+                    raise
+        for sha, vector in zip(table.column("text_sha256").to_pylist(), table.column("vector").to_numpy(
+                zero_copy_only=False)):
+            found[sha] = np.asarray(vector, dtype=np.float32)
+        return found
+
+    def put(self, vectors: dict[str, np.ndarray], shard: str) -> None:
+        if not vectors:
+            return
+        data = pa.table({
+            "text_sha256": list(vectors),
+            "vector": pa.array([v.tolist() for v in vectors.values()], type=pa.list_(pa.float32())),
+        }, schema=tables.EMBEDDING_CACHE)
+        self.lake.write(f"embedding_cache/{self.model_id}", (shard,), data)
+
+
+def embed_documents(
+    lake: Lake, embedder: Embedder, profile: Profile, documents: Sequence[str], run_id: str,
+    on_done: Callable[[Outcome], None] | None = None, force: bool = False,
+) -> list[Outcome]:
+    """Vectors for the text chunks of many documents at once: texts are deduplicated
+    across the batch, looked up in the cache, and only the missing ones are embedded.
+
+    Documents are finished in order, a model batch of missing texts at a time, so
+    ``on_done`` hears of each document soon after its vectors exist (and a killed run
+    keeps the vectors it computed in the cache)."""
+    outcomes: list[Outcome] = []
+
+    def finish(outcome: Outcome) -> None:
+        outcomes.append(outcome)
+        if on_done:
+            on_done(outcome)
+
+    pending: list[tuple[str, pa.Table, str]] = []
+    for document in documents:
+        try:
+            table = lake.read("chunks", profile.name, document)
+            if table is None:
+                finish(Outcome(document, "skipped", {"reason": "no chunk map"}))
+                continue
+            chunks_fp = (lake.meta("chunks", profile.name, document) or {}).get("fingerprint")
+            fingerprint = fingerprint_of(STAGE_VERSIONS["embeddings"], chunks_fp, embedder.model_id)
+            previous = lake.meta("embeddings", profile.name, document)
+            if previous and previous.get("fingerprint") == fingerprint and not force:
+                # Nothing embedded or looked up in this run: every vector is reused as it is.
+                vectors_kept = int((previous.get("summary") or {}).get("vectors", 0) or 0)
+                finish(Outcome(document, "unchanged", {"vectors": vectors_kept, "embedded": 0,
+                                                       "cached": vectors_kept, **UNCHANGED}))
+                continue
+            pending.append((document, table, fingerprint))
+        except Exception as exc:
+            row = record_error(lake, f"embeddings/{profile.name}", document, exc, run_id)
+            finish(Outcome(document, "failed", {"reason": row["reason"]}))
+
+    def texts_of(table: pa.Table) -> list[tuple[str, str]]:
+        found = []
+        for chunk_id, text, embed_text, image in zip(
+            table.column("chunk_id").to_pylist(), table.column("text").to_pylist(),
+            table.column("embed_text").to_pylist(), table.column("image").to_pylist(),
+        ):
+            if image is None and text:
+                found.append((chunk_id, embed_text or text))
+        return found
+
+    texts = {document: texts_of(table) for document, table, _ in pending}
+    cache = EmbeddingCache(lake, embedder.model_id)
+    vectors = cache.get({sha256_text(t) for doc_texts in texts.values() for _, t in doc_texts})
+    known = set(vectors)
+    queue: dict[str, str] = {}  # sha -> text, waiting for the model
+    waiting: list[tuple[str, pa.Table, str, set[str]]] = []
+    step = max(1, int(getattr(embedder, "batch_size", 64) or 64))
+
+    def flush() -> None:
+        if queue:
+            shas = list(queue)
+            fresh = embedder.embed([queue[s] for s in shas])
+            new = {sha: fresh[i] for i, sha in enumerate(shas)}
+            cache.put(new, shard=f"{run_id}-{sha256_text(canonical_json(sorted(shas)))[:12]}")
+            vectors.update(new)
+            queue.clear()
+        for document, table, fingerprint, first_here in waiting:
+            finish(_write_embeddings(lake, embedder, profile, document, table, fingerprint, texts[document],
+                                     vectors, first_here, run_id))
+        waiting.clear()
+
+    for document, table, fingerprint in pending:
+        first_here = set()
+        for _, text in texts[document]:
+            sha = sha256_text(text)
+            if sha not in known:
+                known.add(sha)
+                first_here.add(sha)
+                queue[sha] = text
+        waiting.append((document, table, fingerprint, first_here))
+        if len(queue) >= step:
+            flush()
+    flush()
+    return outcomes
+
+
+def _write_embeddings(lake: Lake, embedder: Embedder, profile: Profile, document: str, table: pa.Table,
+                      fingerprint: str, texts: list[tuple[str, str]], vectors: dict[str, np.ndarray],
+                      first_here: set[str], run_id: str) -> Outcome:
+    """One document's embeddings file; a text the model embedded for it in this run is
+    ``embedded``, one whose vector was already known is ``cached``."""
+    rows = []
+    first_here = set(first_here)
+    for chunk_id, text in texts:
+        sha = sha256_text(text)
+        status = "embedded" if sha in first_here else "cached"
+        first_here.discard(sha)  # a text repeated in the document is embedded once
+        rows.append({"chunk_id": chunk_id, "profile": profile.name, "document_id": document,
+                     "model": embedder.model_id, "text_sha256": sha, "vector": vectors[sha].tolist(),
+                     "cache": status, "run_id": run_id})
+    embedded = sum(1 for r in rows if r["cache"] == "embedded")
+    summary = {"vectors": len(rows), "embedded": embedded, "cached": len(rows) - embedded,
+               "images_without_vector": sum(1 for i in table.column("image").to_pylist() if i is not None)}
+    lake.write("embeddings", (profile.name, document), pa.Table.from_pylist(rows, schema=tables.EMBEDDINGS),
+               meta={"fingerprint": fingerprint, "summary": summary})
+    clear_error(lake, f"embeddings/{profile.name}", document)
+    crash_point("embedding")
+    return Outcome(document, "new", summary)

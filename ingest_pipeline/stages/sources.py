@@ -1,0 +1,99 @@
+"""The ``sources`` stage: observe one document's bytes (media type from the bytes, size,
+sha256, mtime, path), and hand the bytes a source row describes to later stages."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+
+from ingest_pipeline import media_types, object_store, tables
+from ingest_pipeline.documents import DocumentEntry, UntrustedSource, check_trusted, load_entry
+from ingest_pipeline.identity import sha256_bytes
+from ingest_pipeline.lake import Lake
+from ingest_pipeline.settings import Settings
+from ingest_pipeline.stages.common import (
+    STAGE_VERSIONS, UNCHANGED, Outcome, StageError, UpstreamMissing, fingerprint_of, now,
+)
+
+
+def observe_source(settings: Settings, lake: Lake, document: str, run_id: str, force: bool = False) -> Outcome:
+    """Record a document's bytes: media type from the bytes, size, sha256, mtime, path.
+
+    A file that cannot be observed (refused link, over its size limit, gone) loses its
+    previous source row, so nothing downstream keeps serving what that row described."""
+    entry = load_entry(lake, document)
+    if entry is None:
+        raise StageError(f"document {document} is not in the inventory; ingest its file first")
+    try:
+        return _observe(settings, lake, entry, run_id, force)
+    except Exception:
+        lake.delete("sources", document)
+        raise
+
+
+def _observe(settings: Settings, lake: Lake, entry: DocumentEntry, run_id: str, force: bool) -> Outcome:
+    document = entry.document_id
+    try:
+        real = check_trusted(settings, entry)
+    except UntrustedSource as exc:
+        raise StageError(str(exc)) from None
+    try:
+        stat = object_store.stat(real)
+        media = media_types.detect_stream(lambda: object_store.open_input(real), stat.size, entry.path)
+    except FileNotFoundError:
+        raise StageError(f"source file is gone: {entry.path}") from None
+    if stat.size > settings.max_file_bytes:
+        raise StageError(f"file is {stat.size} bytes, over the limit of {settings.max_file_bytes}")
+    family = media_types.size_family(media)
+    limit = settings.max_bytes.get(family)
+    if limit is not None and stat.size > limit:
+        raise StageError(f"{media} file of {stat.size / MIB:.1f} MiB is over the {family} limit of "
+                         f"{limit / MIB:g} MiB ([limits.max_mib] {family}); not loaded")
+    try:
+        sha = object_store.sha256(real, _HASH_BLOCK)
+    except FileNotFoundError:
+        raise StageError(f"source file is gone: {entry.path}") from None
+    fingerprint = fingerprint_of(STAGE_VERSIONS["sources"], sha, media, entry.path)
+    previous = lake.meta("sources", document)
+    if previous and previous.get("fingerprint") == fingerprint and not force:
+        return Outcome(document, "unchanged", {"sha256": sha, "media_type": media, **UNCHANGED})
+    row = {
+        "document_id": document,
+        "path": entry.path,
+        "uri": entry.uri,
+        "media_type": media,
+        "bytes": stat.size,
+        "sha256": sha,
+        "mtime": datetime.fromtimestamp(stat.mtime, timezone.utc),
+        "status": "observed",
+        "observed_at": now(),
+        "run_id": run_id,
+    }
+    lake.write("sources", (document,), pa.Table.from_pylist([row], schema=tables.SOURCES),
+               meta={"fingerprint": fingerprint, "sha256": sha})
+    status = "changed" if previous else "new"
+    return Outcome(document, status, {"sha256": sha, "media_type": media, "bytes": stat.size})
+
+
+MIB = 1024 * 1024
+_HASH_BLOCK = 4 * MIB
+
+
+def load_source(lake: Lake, document: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    table = lake.read("sources", document)
+    if table is None or table.num_rows == 0:
+        raise UpstreamMissing(f"no source row for {document}")
+    return table.to_pylist()[0], lake.meta("sources", document) or {}
+
+
+def source_bytes(source: dict[str, Any]) -> bytes:
+    """The bytes the source row describes; refuses bytes that changed since."""
+    try:
+        content = object_store.read_bytes(source["uri"])
+    except FileNotFoundError:
+        raise StageError(f"source file is gone: {source['path']}") from None
+    if sha256_bytes(content) != source["sha256"]:
+        raise StageError("source bytes changed since they were observed; the next run picks them up")
+    return content
