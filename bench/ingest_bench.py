@@ -75,7 +75,7 @@ def main() -> int:
 
     # The embedding stage again, from a cold cache, on exactly the texts it embeds.
     docs = [r["document_id"] for r in query(p.lake, "select distinct document_id from chunks").to_pylist()]
-    for path in list(p.lake.files(f"embedding_cache/{p.embedder.model_id}")):
+    for path in p.store.embedding_cache_files(p.embedder.model_id):
         p.lake.fs.delete_file(path)
     for profile in p.settings.profiles:
         for doc in docs:
@@ -84,7 +84,7 @@ def main() -> int:
         p.lake, "select coalesce(embed_text, text) as t from chunks where text is not null").to_pylist()})
     t0 = time.perf_counter()
     for profile in p.settings.profiles:  # every profile, as a run does; the cache shares texts
-        stages.embed_documents(p.lake, p.embedder, profile, docs, run_id="bench")
+        stages.embed_documents(p.store, p.embedder, profile, docs, run_id="bench")
     pipeline_embed = time.perf_counter() - t0
     t0 = time.perf_counter()
     bare = bare_embed(texts)

@@ -23,13 +23,13 @@ MiB = 1024 * 1024
 
 _CASE = r"""
 import json, os, sys
-from ingest_pipeline.documents import collect, save_inventory
+from ingest_pipeline.documents import collect
 from ingest_pipeline.isolation import ParseWorker
-from ingest_pipeline.lake import Lake
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.readers import reader_ids
 from ingest_pipeline.settings import load_settings
 from ingest_pipeline.stages import guarded, observe_source, read_document, run_chunker
+from ingest_pipeline.store import Store
 
 def hwm(pid="self"):
     return next(int(l.split()[1]) for l in open(f"/proc/{pid}/status") if l.startswith("VmHWM")) * 1024
@@ -39,18 +39,18 @@ def worker_hwm():
 
 data, full = sys.argv[1], sys.argv[2] == "1"
 settings = load_settings(data)
-lake = Lake(settings.lake_root)
+store = Store.at(settings.lake_root)
 worker = ParseWorker(settings.parse_timeout, settings.parse_memory_bytes)
 registry = ChunkerRegistry.discover(reserved_ids=reader_ids())
 entry = collect(settings, [settings.source_root])[0]
-save_inventory(lake, [entry])
+store.save_inventory([entry])
 doc = entry.document_id
 base = hwm()
-out = {"sources": guarded(lake, "sources", doc, "b", observe_source, settings, lake, doc, "b").status}
+out = {"sources": guarded(store, "sources", doc, "b", observe_source, settings, store, doc, "b").status}
 if full:
-    out["pages"] = guarded(lake, "pages", doc, "b", read_document, settings, lake, doc, "b", worker).status
+    out["pages"] = guarded(store, "pages", doc, "b", read_document, settings, store, doc, "b", worker).status
     chunker = registry.get("page@1")
-    out["page@1"] = run_chunker(settings, lake, chunker, registry.info(chunker), doc, "b", worker).status
+    out["page@1"] = run_chunker(settings, store, chunker, registry.info(chunker), doc, "b", worker).status
     out["worker_peak"] = worker_hwm()
 out["run_growth"] = hwm() - base
 worker.close()

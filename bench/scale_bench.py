@@ -57,14 +57,14 @@ def ingest_case(name, data, env, home, halves, tmp) -> dict:
     os.environ.update({k: v for k, v in env.items()})
     os.environ["DAGSTER_HOME"] = str(home)
     instance = DagsterInstance.get()
-    from ingest_pipeline.documents import collect, save_inventory
+    from ingest_pipeline.documents import collect
     from ingest_pipeline.partitions import DOCUMENTS
     from ingest_pipeline.pipeline import pipeline_for
 
     pipeline_for.cache_clear()
     p = pipeline_for(data)
     entries = collect(p.settings, [str(tmp / "pdfs")])
-    save_inventory(p.lake, entries)
+    p.store.save_inventory(entries)
     instance.add_dynamic_partitions(DOCUMENTS, [e.document_id for e in entries])
     ordered = instance.get_dynamic_partitions(DOCUMENTS)
     batches = [ordered[: len(ordered) // 2], ordered[len(ordered) // 2:]] if halves else [ordered]

@@ -100,7 +100,7 @@ def main() -> None:
     scheme = ShardScheme("hash", args.shards)
     target = f"c{changed_doc % 997:03d}/doc{changed_doc:07d}.txt"
     shard = scheme.shard_of(source_document_id(target), target)
-    manifest = read_manifest(p.lake, scheme, shard)
+    manifest = read_manifest(p.store, scheme, shard)
     found = manifest[source_document_id(target)][3] == 42
     partitions = len(instance.get_dynamic_partitions(DOCUMENTS))
     cursor_bytes = len(result.cursor.encode())

@@ -152,13 +152,13 @@ def plain_loop(p, folder: Path, batch: int = 16) -> dict:
     for every document, then the catalog."""
     from ingest_pipeline import stages
     from ingest_pipeline.catalog import build_catalog
-    from ingest_pipeline.documents import collect, save_inventory
+    from ingest_pipeline.documents import collect
 
     from ingest_pipeline.isolation import ParseWorker
 
     parser = ParseWorker(p.settings.parse_timeout, p.settings.parse_memory_bytes)
     entries = collect(p.settings, [str(folder)])
-    save_inventory(p.lake, entries)
+    p.store.save_inventory(entries)
     docs = [e.document_id for e in entries]
     used = []
     for profile in p.settings.profiles:
@@ -169,23 +169,23 @@ def plain_loop(p, folder: Path, batch: int = 16) -> dict:
     for start in range(0, len(docs), batch):
         keys = docs[start:start + batch]
         for doc in keys:
-            stages.guarded(p.lake, "sources", doc, "loop", stages.observe_source, p.settings, p.lake, doc, "loop")
+            stages.guarded(p.store, "sources", doc, "loop", stages.observe_source, p.settings, p.store, doc, "loop")
         for doc in keys:
-            stages.guarded(p.lake, "pages", doc, "loop", stages.read_document, p.settings, p.lake, doc, "loop",
+            stages.guarded(p.store, "pages", doc, "loop", stages.read_document, p.settings, p.store, doc, "loop",
                            parser)
         for chunker in used:
             info = p.registry.info(chunker)
             for doc in keys:
-                stages.guarded(p.lake, f"chunks/{info.ref}", doc, "loop", stages.run_chunker, p.settings, p.lake,
+                stages.guarded(p.store, f"chunks/{info.ref}", doc, "loop", stages.run_chunker, p.settings, p.store,
                                chunker, info, doc, "loop", parser)
         for profile in p.settings.profiles:
             for doc in keys:
-                stages.guarded(p.lake, f"chunk_map/{profile.name}", doc, "loop", stages.build_chunk_map, p.lake,
+                stages.guarded(p.store, f"chunk_map/{profile.name}", doc, "loop", stages.build_chunk_map, p.store,
                                p.registry, profile, p.embedder, doc, "loop")
-            outcomes = stages.embed_documents(p.lake, p.embedder, profile, keys, "loop")
+            outcomes = stages.embed_documents(p.store, p.embedder, profile, keys, "loop")
             embedded += sum(int(o.detail.get("embedded", 0) or 0) for o in outcomes)
             for doc in keys:
-                stages.guarded(p.lake, f"lancedb/{profile.name}", doc, "loop", stages.index_document, p.lake,
+                stages.guarded(p.store, f"lancedb/{profile.name}", doc, "loop", stages.index_document, p.store,
                                p.index, profile, doc, "loop")
             p.index.refresh_text_index(profile.name)
     build_catalog(p.lake, p.settings.catalog_path)

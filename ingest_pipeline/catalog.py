@@ -1,4 +1,7 @@
-"""DuckDB views over the lake: the project's public tables, queryable with SQL."""
+"""DuckDB views over the lake: the project's public tables, queryable with SQL. The store
+says where each public table's files are; the SQL here reads only those views.
+
+Every function takes the lake (or the store over it)."""
 
 from __future__ import annotations
 
@@ -6,22 +9,20 @@ import os
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ingest_pipeline import tables
 from ingest_pipeline.lake import Lake
+from ingest_pipeline.store import Store
 
-VIEWS = tuple(tables.PUBLIC)
+VIEWS = Store.TABLES
 
 
-def _schema_file(lake: Lake, table: str) -> str:
-    """An empty Parquet file with the table's schema, so a view exists before any data."""
-    path = f"{lake.root}/_schemas/{table}.parquet"
-    if lake.fs.get_file_info(path).type.name != "File":
-        lake.fs.create_dir(f"{lake.root}/_schemas", recursive=True)
-        with lake.fs.open_output_stream(path) as sink:
-            pq.write_table(pa.Table.from_pylist([], schema=tables.PUBLIC[table]), sink)
-    return _location(lake, path)
+def _store(lake: Lake | Store) -> Store:
+    return lake if isinstance(lake, Store) else Store(lake)
+
+
+def _lake(lake: Lake | Store) -> Lake:
+    return lake.lake if isinstance(lake, Store) else lake
 
 
 def _location(lake: Lake, path: str) -> str:
@@ -33,17 +34,18 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def is_remote(lake: Lake) -> bool:
+def is_remote(lake: Lake | Store) -> bool:
     return "://" in lake.uri
 
 
-def view_sql(lake: Lake, table: str) -> str:
-    has_files = next(iter(lake.files(table)), None) is not None
+def view_sql(lake: Lake | Store, table: str) -> str:
+    store = _store(lake)
+    has_files = next(iter(store.table_files(table)), None) is not None
     if has_files:
-        source = _location(lake, f"{lake.root}/{table}/**/*.parquet")
+        source = _location(store.lake, store.table_glob(table))
         return (f"SELECT * FROM read_parquet({_sql_string(source)}, union_by_name=true, "
                 f"hive_partitioning=false)")
-    return f"SELECT * FROM read_parquet({_sql_string(_schema_file(lake, table))})"
+    return f"SELECT * FROM read_parquet({_sql_string(_location(store.lake, store.schema_file(table)))})"
 
 
 # ---------------------------------------------------------------- object storage
@@ -91,15 +93,16 @@ def load_httpfs(con: Any) -> bool:
     return True
 
 
-def _register_datasets(con: Any, lake: Lake) -> dict[str, str]:
+def _register_datasets(con: Any, lake: Lake | Store) -> dict[str, str]:
     """Temporary views over pyarrow datasets of the lake's files (any pyarrow filesystem)."""
     import pyarrow.dataset as ds
 
+    store = _store(lake)
     created = {}
     for table in VIEWS:
         schema = tables.PUBLIC[table]
-        files = list(lake.files(table))
-        data = ds.dataset(files, schema=schema, filesystem=lake.fs, format="parquet") if files else \
+        files = list(store.table_files(table))
+        data = ds.dataset(files, schema=schema, filesystem=store.lake.fs, format="parquet") if files else \
             pa.Table.from_pylist([], schema=schema)
         con.register(f"lake_{table}", data)
         sql = f'SELECT * FROM "lake_{table}"'
@@ -140,7 +143,7 @@ DERIVED = {
 }
 
 
-def create_views(con: Any, lake: Lake) -> dict[str, str]:
+def create_views(con: Any, lake: Lake | Store) -> dict[str, str]:
     """(Re)create every public view on a DuckDB connection; returns the SQL of each."""
     if is_remote(lake) and not load_httpfs(con):
         return _register_datasets(con, lake)
@@ -155,7 +158,7 @@ def create_views(con: Any, lake: Lake) -> dict[str, str]:
     return created
 
 
-def build_catalog(lake: Lake, path: str) -> dict[str, int]:
+def build_catalog(lake: Lake | Store, path: str) -> dict[str, int]:
     """Write the views into the catalog file (views only, no data); returns row counts.
     On an object store without httpfs no file can hold the views: the counts come from
     an in-memory connection and the file is left alone."""
@@ -189,7 +192,7 @@ def _httpfs_loaded(con: Any) -> bool:
                             "AND loaded").fetchall()[0][0])
 
 
-def connect(lake: Lake):
+def connect(lake: Lake | Store):
     """An in-memory DuckDB connection with the views, for queries that must not contend
     for the catalog file's single writer."""
     import duckdb
@@ -199,7 +202,7 @@ def connect(lake: Lake):
     return con
 
 
-def query(lake: Lake, sql: str, params: list[Any] | None = None) -> pa.Table:
+def query(lake: Lake | Store, sql: str, params: list[Any] | None = None) -> pa.Table:
     """Run ``sql`` over the views; values go in as ``?`` parameters, never into the text."""
     con = connect(lake)
     try:
@@ -214,7 +217,7 @@ sql_string = _sql_string  # the one literal builder, for SQL that cannot take a 
 _WRITING_STATEMENTS = ("COPY", "EXPORT", "COPY_DATABASE")
 
 
-def analyst_connection(lake: Lake, catalog_path: str):
+def analyst_connection(lake: Lake | Store, catalog_path: str):
     """A connection for a person's own SQL (``query``): the catalog file opened read-only,
     fresh views over the lake as temporary views, file access limited to reading the lake,
     and the configuration locked so the SQL cannot lift those limits."""
@@ -242,8 +245,8 @@ def analyst_connection(lake: Lake, catalog_path: str):
             con.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {view_sql(lake, table)}')
         for name, sql in DERIVED.items():
             con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS {sql}')
-        if isinstance(lake.fs, pafs.LocalFileSystem):
-            root = os.path.abspath(lake.root).rstrip("/") + "/"
+        if isinstance(_lake(lake).fs, pafs.LocalFileSystem):
+            root = os.path.abspath(_lake(lake).root).rstrip("/") + "/"
             con.execute("SET allowed_directories = ?", [[root]])
             con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
@@ -253,7 +256,7 @@ def analyst_connection(lake: Lake, catalog_path: str):
     return con
 
 
-def analyst_query(lake: Lake, catalog_path: str, sql: str) -> pa.Table:
+def analyst_query(lake: Lake | Store, catalog_path: str, sql: str) -> pa.Table:
     """Full SQL for a local analyst, over a read-only catalog: reads anything in the lake,
     writes nothing (statements that write files are refused)."""
     con = analyst_connection(lake, catalog_path)

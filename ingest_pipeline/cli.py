@@ -71,7 +71,7 @@ def _tracebacks(p, report) -> dict[tuple[str, str], str]:
     found = {}
     for doc, errors in [*report.failed.items(), *report.warnings.items()]:
         for error in errors:
-            detail = error_traceback(p.lake, error["stage"], doc)
+            detail = error_traceback(p.store, error["stage"], doc)
             if detail:
                 found[(doc, error["stage"])] = detail
     return found

@@ -1,17 +1,14 @@
-"""Documents: finding files, naming them (document ids) and the inventory of known ones."""
+"""Documents: finding files, naming them (document ids), trusting their links, and telling
+which known ones vanished or were superseded (the inventory itself is kept by the store)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
-import pyarrow as pa
-
-from ingest_pipeline import object_store, tables
+from ingest_pipeline import object_store
 from ingest_pipeline.identity import document_id
-from ingest_pipeline.lake import Lake
 from ingest_pipeline.settings import CONFIG_FILE, Settings
 
 _SKIP_NAMES = (".", "~$")
@@ -153,32 +150,6 @@ def superseded(inventory: dict[str, DocumentEntry], entries: Iterable[DocumentEn
     kept = {e.uri: e.document_id for e in entries}
     return sorted((e for e in inventory.values() if e.uri in kept and kept[e.uri] != e.document_id),
                   key=lambda e: e.document_id)
-
-
-def save_inventory(lake: Lake, entries: Iterable[DocumentEntry]) -> None:
-    now = datetime.now(timezone.utc)
-    for entry in entries:
-        row = {"document_id": entry.document_id, "path": entry.path, "uri": entry.uri, "root": entry.root,
-               "registered_at": now}
-        lake.write("inventory", (entry.document_id,), pa.Table.from_pylist([row], schema=tables.INVENTORY))
-
-
-def load_entry(lake: Lake, document: str) -> DocumentEntry | None:
-    table = lake.read("inventory", document)
-    if table is None or table.num_rows == 0:
-        return None
-    row = table.to_pylist()[0]
-    return DocumentEntry(row["document_id"], row["path"], row["uri"], row.get("root"))
-
-
-def load_inventory(lake: Lake) -> dict[str, DocumentEntry]:
-    entries = {}
-    for path in lake.files("inventory"):
-        document = path.rsplit("/", 1)[-1][: -len(".parquet")]
-        entry = load_entry(lake, document)
-        if entry is not None:
-            entries[entry.document_id] = entry
-    return entries
 
 
 def vanished(inventory: dict[str, DocumentEntry], roots: Iterable[str]) -> list[DocumentEntry]:

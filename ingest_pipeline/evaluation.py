@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from ingest_pipeline.catalog import query
-from ingest_pipeline.identity import sha256_text
 from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.stages import EmbeddingCache
 
@@ -180,17 +179,7 @@ def set_documents(pipeline: Pipeline, qs: QuestionSet) -> dict[str, str]:
 
 
 def _embed_cached(pipeline: Pipeline, texts: Sequence[str]) -> np.ndarray:
-    cache = EmbeddingCache(pipeline.lake, pipeline.embedder.model_id)
-    shas = [sha256_text(t) for t in texts]
-    found = cache.get(set(shas))
-    missing = sorted({s: t for s, t in zip(shas, texts) if s not in found}.items())
-    if missing:
-        vectors = pipeline.embedder.embed([t for _, t in missing])
-        new = {s: vectors[i] for i, (s, _) in enumerate(missing)}
-        cache.put(new, shard=f"eval-{sha256_text(''.join(s for s, _ in missing))[:16]}")
-        found.update(new)
-    dim = pipeline.embedder.dim
-    return np.stack([found[s] for s in shas]) if shas else np.zeros((0, dim), dtype=np.float32)
+    return EmbeddingCache(pipeline.store, pipeline.embedder.model_id).vectors(pipeline.embedder, texts, run="eval")
 
 
 def eval_index(pipeline: Pipeline, profile: str, docs: dict[str, str], folder: str):

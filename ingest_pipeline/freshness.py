@@ -26,14 +26,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
 
 from ingest_pipeline import object_store
 from ingest_pipeline.identity import canonical_json, sha256_text
-from ingest_pipeline.lake import Lake
 from ingest_pipeline.settings import PASSWORDS_FILE
+from ingest_pipeline.store import Store
 
-MARKERS = "current"
 # Failures that depend on the machine's load or the run, not on the document: retried.
 TRANSIENT_ERRORS = {"ParseLimitExceeded"}
 
@@ -68,18 +66,6 @@ def _file_version(path: str) -> list[int] | None:
     except (FileNotFoundError, OSError):
         return None
     return [found.size, found.mtime_ns]
-
-
-def _lake_parts(asset: str, document: str) -> tuple[str, tuple[str, ...]] | None:
-    """The lake table and partition an asset of the ingest job writes for a document."""
-    if asset in ("sources", "pages"):
-        return asset, (document,)
-    if asset.startswith("chunks/"):
-        return "claims", (asset.split("/", 1)[1], document)
-    for prefix, table in (("chunk_map_", "chunks"), ("embeddings_", "embeddings"), ("lancedb_", "indexed")):
-        if asset.startswith(prefix):
-            return table, (asset[len(prefix):], document)
-    return None
 
 
 def _asset_of_stage(stage: str) -> str:
@@ -117,10 +103,10 @@ class Freshness:
     """Reads and writes the current markers of one storage root for one ingest."""
 
     def __init__(self, pipeline, assets: list[str], documents: list[str]) -> None:
-        self.lake: Lake = pipeline.lake
+        self.store: Store = pipeline.store
         self.settings = pipeline.settings
         self.index = pipeline.index
-        self.assets = sorted(a for a in assets if _lake_parts(a, "x") is not None)
+        self.assets = sorted(a for a in assets if Store.keeps_asset(a))
         self.identity = run_identity(pipeline)
         self._rows: dict[str, dict[str, int]] = {}
         self.errors: dict[str, list[dict[str, Any]]] = {}
@@ -133,7 +119,7 @@ class Freshness:
 
         self.errors, self._rows = {}, {}
         if documents:
-            for row in query(self.lake, "SELECT document_id, stage, error, reason FROM errors "
+            for row in query(self.store, "SELECT document_id, stage, error, reason FROM errors "
                                         "WHERE list_contains(?, document_id) ORDER BY stage",
                              [list(documents)]).to_pylist():
                 self.errors.setdefault(row.pop("document_id"), []).append(row)
@@ -157,12 +143,11 @@ class Freshness:
         metas: dict[str, dict[str, Any]] = {}
         fingerprints, rows = [], {}
         for asset in self.assets:
-            table, parts = _lake_parts(asset, entry.document_id)
-            meta = self.lake.meta(table, *parts) or {}
+            meta = self.store.asset_meta(asset, entry.document_id) or {}
             metas[asset] = meta
             fingerprints.append((asset, meta.get("fingerprint")))
             if asset.startswith("lancedb_"):
-                profile = parts[0]
+                profile = asset[len("lancedb_"):]
                 rows[profile] = [meta.get("rows"), self._index_rows(profile).get(entry.document_id, 0)]
         return {
             "sha256": object_store.sha256(real),
@@ -176,7 +161,7 @@ class Freshness:
 
     def check(self, entry) -> Check:
         """Whether ``entry`` is current; on any doubt (unreadable, never marked), it is not."""
-        marker = self.lake.meta(MARKERS, entry.document_id)
+        marker = self.store.current_marker(entry.document_id)
         try:
             state, metas = self.state(entry)
         except (OSError, ValueError):
@@ -203,8 +188,7 @@ class Freshness:
         """Record that ``entry`` finished every asset as it is now (its errors included)."""
         state, _ = self.state(entry)
         if self._settled(state):
-            self.lake.write(MARKERS, (entry.document_id,), pa.table({"document_id": [entry.document_id]}),
-                            meta={"state": state})
+            self.store.write_current_marker(entry.document_id, state)
 
     def forget(self, document: str) -> None:
-        self.lake.delete(MARKERS, document)
+        self.store.forget_current_marker(document)

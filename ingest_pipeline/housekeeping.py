@@ -16,9 +16,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from ingest_pipeline import tables
 from ingest_pipeline.identity import canonical_json, sha256_text
 from ingest_pipeline.lake import Lake
+from ingest_pipeline.store import Store
 from ingest_pipeline.vector_index import VectorIndex
 
 # Versions newer than this stay readable, so a search that opened an older version of a
@@ -98,51 +98,30 @@ def optimize_lancedb(index: VectorIndex, keep_versions: timedelta = KEEP_VERSION
     return reports
 
 
-def compact_embedding_cache(lake: Lake, model_id: str,
+def compact_embedding_cache(store: Store, model_id: str,
                             min_shards: int = CACHE_SHARDS_BEFORE_COMPACTION) -> dict[str, int]:
     """Fold the cache's shards into one (a vector per text hash). The new shard is written
     before the old ones are deleted, so a kill in between leaves duplicates, never a gap;
     shards written meanwhile by a running ingest are not touched."""
-    import pyarrow.parquet as pq
-
-    table_name = f"embedding_cache/{model_id}"
-    shards = sorted(lake.files(table_name))
+    shards = store.embedding_cache_files(model_id)
     if len(shards) < min_shards:
         return {"shards_before": len(shards), "shards_after": len(shards), "vectors": 0}
-    parts = []
-    for path in shards:
-        with lake.fs.open_input_file(path) as source:
-            parts.append(pq.read_table(source, schema=tables.EMBEDDING_CACHE))
-    merged = pa.concat_tables(parts)
+    merged = pa.concat_tables([store.read_cache_file(path) for path in shards])
     # One row per text hash (a text embedded by two concurrent runs has two equal vectors).
     first = pa.table({"sha": merged.column("text_sha256"), "i": pa.array(range(merged.num_rows))}).group_by(
         "sha", use_threads=False).aggregate([("i", "min")]).column("i_min")
     merged = merged.take(pa.array(sorted(first.to_pylist())))
     digest = sha256_text(canonical_json(sorted(p.rsplit("/", 1)[-1] for p in shards)))[:16]
-    written = lake.write(table_name, (f"compacted-{digest}",), merged)
-    for path in shards:
-        if path != written:
-            lake.fs.delete_file(path)
-    return {"shards_before": len(shards), "shards_after": len(list(lake.files(table_name))),
-            "vectors": merged.num_rows}
+    left = store.replace_cache_files(model_id, merged, f"compacted-{digest}", shards)
+    return {"shards_before": len(shards), "shards_after": left, "vectors": merged.num_rows}
 
 
-def sweep_temporary_files(lake: Lake, older_than: timedelta = STALE_TEMPORARY) -> int:
+def sweep_temporary_files(store: Store, older_than: timedelta = STALE_TEMPORARY) -> int:
     """Delete the temporary files of writes that were killed before their rename."""
-    from pyarrow import fs as pafs
-
-    cutoff = time.time() - older_than.total_seconds()
-    removed = 0
-    selector = pafs.FileSelector(lake.root, recursive=True, allow_not_found=True)
-    for info in lake.fs.get_file_info(selector):
-        if (info.type == pafs.FileType.File and info.base_name.startswith(".") and info.base_name.endswith(".tmp")
-                and info.mtime is not None and info.mtime.timestamp() < cutoff):
-            lake.fs.delete_file(info.path)
-            removed += 1
-    return removed
+    return store.sweep_temporary_files(older_than.total_seconds())
 
 
-def refresh_catalog(lake: Lake, path: str, attempts: int = 20) -> dict[str, int]:
+def refresh_catalog(lake: Lake | Store, path: str, attempts: int = 20) -> dict[str, int]:
     """Rebuild the catalog's views; waits while another process holds the catalog file."""
     import duckdb
 

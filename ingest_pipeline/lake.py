@@ -109,3 +109,18 @@ class Lake:
                 self.fs.delete_file(info.path)
                 removed += 1
         return removed
+
+    def sweep_temporary(self, older_than_seconds: float) -> int:
+        """Delete the temporary files of writes that were killed before their rename (older
+        than ``older_than_seconds``, so no write in flight loses its file); returns how many."""
+        import time
+
+        cutoff = time.time() - older_than_seconds
+        removed = 0
+        selector = pafs.FileSelector(self.root, recursive=True, allow_not_found=True)
+        for info in self.fs.get_file_info(selector):
+            if (info.type == pafs.FileType.File and info.base_name.startswith(".") and info.base_name.endswith(".tmp")
+                    and info.mtime is not None and info.mtime.timestamp() < cutoff):
+                self.fs.delete_file(info.path)
+                removed += 1
+        return removed

@@ -11,16 +11,21 @@ from ingest_pipeline.lake import Lake
 from ingest_pipeline.readers import reader_ids
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import Settings, load_settings
+from ingest_pipeline.store import Store
 from ingest_pipeline.vector_index import VectorIndex
 
 
 @dataclass
 class Pipeline:
     settings: Settings
-    lake: Lake
+    store: Store
     registry: ChunkerRegistry
     embedder: Embedder
     index: VectorIndex
+
+    @property
+    def lake(self) -> Lake:
+        return self.store.lake
 
 
 def build_pipeline(settings: Settings, embedder: Embedder | None = None) -> Pipeline:
@@ -30,7 +35,7 @@ def build_pipeline(settings: Settings, embedder: Embedder | None = None) -> Pipe
         registry.order_for(profile.chunkers)  # a profile naming an unknown version fails here
     return Pipeline(
         settings=settings,
-        lake=Lake(settings.lake_root),
+        store=Store(Lake(settings.lake_root)),
         registry=registry,
         embedder=embedder,
         index=VectorIndex(settings.lancedb_uri, embedder.dim),

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ingest_pipeline.documents import collect, load_inventory, superseded, vanished
+from ingest_pipeline.documents import collect, superseded, vanished
 from ingest_pipeline.freshness import Freshness
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.pipeline import Pipeline
@@ -101,7 +101,7 @@ def ingest(
     from ingest_pipeline.sensors import range_tags
 
     started = time.perf_counter()
-    settings, lake = pipeline.settings, pipeline.lake
+    settings, store = pipeline.settings, pipeline.store
     instance = instance or instance_for(settings.dagster_home)
     for run in fail_stale_runs(instance):
         sys.stderr.write(f"run {run.run_id} ({run.job_name}) was left unfinished by process {run.pid}, which is "
@@ -109,21 +109,20 @@ def ingest(
     roots = list(paths) or [settings.source_root]
     if "://" not in settings.source_root:
         os.makedirs(settings.source_root, exist_ok=True)
-    inventory = load_inventory(lake)
+    inventory = store.inventory()
     entries = collect(settings, roots, known=inventory)
     report = IngestReport(documents=len(entries), paths={e.document_id: e.path for e in entries})
 
     gone = vanished(inventory, roots) + superseded(inventory, entries)
     report.removed = [entry.path for entry in gone]
-    plan = reconcile(lake, pipeline.index, entries, [e.document_id for e in gone],
+    plan = reconcile(store, pipeline.index, entries, [e.document_id for e in gone],
                            instance.get_dynamic_partitions(DOCUMENTS), batch_size)
     for key in plan.remove:
         instance.delete_dynamic_partition(DOCUMENTS, key)
     if plan.add:
         instance.add_dynamic_partitions(DOCUMENTS, plan.add)
     wanted = {e.document_id for e in entries}
-    served_markers = (f.rsplit("/", 1)[-1] for f in lake.files(f"indexed/{settings.default_profile}"))
-    indexed_before = {name[: -len(".parquet")] for name in served_markers}
+    indexed_before = store.indexed_documents(settings.default_profile)
 
     defs = build_definitions(settings)
     job = defs.resolve_job_def(INGEST_JOB)
@@ -204,11 +203,11 @@ def _summarize(pipeline: Pipeline, report: IngestReport, entries, heard: dict[st
     observed its bytes already)."""
     from ingest_pipeline.catalog import query
 
-    lake = pipeline.lake
+    store = pipeline.store
     wanted = [e.document_id for e in entries]
     if not wanted:
         return
-    errors = query(lake, "SELECT document_id, stage, reason FROM errors WHERE list_contains(?, document_id) "
+    errors = query(store, "SELECT document_id, stage, reason FROM errors WHERE list_contains(?, document_id) "
                          "ORDER BY document_id, stage", [wanted]).to_pylist()
     for row in errors:
         entry = {"stage": row["stage"], "reason": row["reason"]}
@@ -229,7 +228,7 @@ def _summarize(pipeline: Pipeline, report: IngestReport, entries, heard: dict[st
         if source is None:
             report.failed.setdefault(doc, []).append({"stage": "sources", "reason": "not observed in this run"})
         elif indexing and (indexed is None or indexed.status not in ("new", "unchanged")) \
-                and finished(lake, profile, doc) is None:
+                and finished(store, profile, doc) is None:
             report.failed.setdefault(doc, []).append(
                 {"stage": f"lancedb/{profile}", "reason": "not finished: no index marker for its current bytes"})
         elif source.status == "new" or (doc not in indexed_before and indexed is not None
@@ -247,8 +246,8 @@ def _summarize(pipeline: Pipeline, report: IngestReport, entries, heard: dict[st
             report.texts_embedded += int(event.detail.get("embedded", 0) or 0)
             report.texts_from_cache += int(event.detail.get("cached", 0) or 0)
     for doc in wanted:
-        reason = None if doc in report.failed else empty_reason(lake, profile, doc)
+        reason = None if doc in report.failed else empty_reason(store, profile, doc)
         if reason:
             report.empty[doc] = reason
-    report.chunks = query(lake, "SELECT count(*) AS n FROM chunks WHERE profile = ? AND list_contains(?, document_id)",
+    report.chunks = query(store, "SELECT count(*) AS n FROM chunks WHERE profile = ? AND list_contains(?, document_id)",
                           [profile, wanted]).to_pylist()[0]["n"]

@@ -14,8 +14,8 @@ HOUSEKEEPING_CRON = "17 */6 * * *"  # four times a day, off the hour
 @op(description="Sweep temporary files of killed writes and fold the embedding cache's shards into one.")
 def compact_lake(context: OpExecutionContext, ingest: IngestResource):
     p = ingest.pipeline()
-    swept = housekeeping.sweep_temporary_files(p.lake)
-    cache = housekeeping.compact_embedding_cache(p.lake, p.embedder.model_id)
+    swept = housekeeping.sweep_temporary_files(p.store)
+    cache = housekeeping.compact_embedding_cache(p.store, p.embedder.model_id)
     context.log.info(f"swept {swept} temporary files; embedding cache {cache}")
     return Output(None, metadata={"temporary_files_removed": swept, **{f"cache_{k}": v for k, v in cache.items()}})
 
@@ -36,7 +36,7 @@ def optimize_lancedb(context: OpExecutionContext, ingest: IngestResource):
     description="Rebuild the catalog's DuckDB views over the lake.")
 def refresh_catalog_views(context: OpExecutionContext, ingest: IngestResource):
     p = ingest.pipeline()
-    counts = housekeeping.refresh_catalog(p.lake, p.settings.catalog_path)
+    counts = housekeeping.refresh_catalog(p.store, p.settings.catalog_path)
     return Output(None, metadata={"rows": counts})
 
 

@@ -180,7 +180,7 @@ def evaluate_source_folder(context: SensorEvaluationContext, p: Pipeline, job_na
     settled, retry_files, notes = settlement.settled, settlement.retry, settlement.notes
     for rel, _sig, why, run_id, tries in settlement.gave_up:
         entry = entry_for(settings, os.path.join(root, rel))
-        record_error(p.lake, "run", entry.document_id,
+        record_error(p.store, "run", entry.document_id,
                      StageError(f"{why}; tried {tries} times, not retried until the file changes"), run_id)
 
     # 2. New and changed files, and those to retry, unless a run for them is still pending.
@@ -196,7 +196,7 @@ def evaluate_source_folder(context: SensorEvaluationContext, p: Pipeline, job_na
     deferred = deferred or len(gone) > MAX_REMOVALS_PER_TICK
     gone = gone[:MAX_REMOVALS_PER_TICK]
     gone_ids = [entry_for(settings, os.path.join(root, rel)).document_id for rel in gone]
-    plan = reconcile(p.lake, p.index, entries, gone_ids, partition_keys, batch_size)
+    plan = reconcile(p.store, p.index, entries, gone_ids, partition_keys, batch_size)
     new_keys, removed = plan.add, plan.remove
     for rel in gone:
         cursor.seen.pop(rel, None)

@@ -25,7 +25,7 @@ from dagster import (
 )
 
 from ingest_pipeline import shards
-from ingest_pipeline.documents import DocumentEntry, save_inventory
+from ingest_pipeline.documents import DocumentEntry
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.sensors import SOURCE_TAG, SensorCursor, request_batches, settle_pending
@@ -48,10 +48,10 @@ def load_cursor(raw: str | None):
 def _give_up(p: Pipeline, scheme: shards.ShardScheme, shard: str, why: str, run_id: str, tries: int) -> int:
     """An ``errors`` row for every document of a shard whose run was given up on (with its
     inventory row first, so the error names the file)."""
-    members = list(shards.documents_of(p.lake, scheme, [shard]))
-    save_inventory(p.lake, [DocumentEntry(d, path, uri) for d, path, uri in members if uri])
+    members = list(shards.documents_of(p.store, scheme, [shard]))
+    p.store.save_inventory([DocumentEntry(d, path, uri) for d, path, uri in members if uri])
     for doc, _, _ in members:
-        record_error(p.lake, "run", doc, StageError(
+        record_error(p.store, "run", doc, StageError(
             f"{why}; the run of {shard} was tried {tries} times, not retried until a file of the shard "
             f"changes"), run_id)
     return len(members)
@@ -77,12 +77,12 @@ def evaluate_shards(context: SensorEvaluationContext, p: Pipeline, job_name: str
     if listing is None:
         listing = shards.list_source_root(p.settings.source_root)
     in_flight = cursor.pending_paths()
-    scan = shards.scan(p.lake, scheme, listing, cursor.seen, limit=MAX_SHARDS_PER_TICK, skip=in_flight,
+    scan = shards.scan(p.store, scheme, listing, cursor.seen, limit=MAX_SHARDS_PER_TICK, skip=in_flight,
                        first=settlement.retry)
     vanished = set(scan.vanished_shards)
     removed_docs = sorted({doc for c in scan.changes for doc in c.removed})
     if removed_docs:
-        remove_documents(p.lake, p.index, removed_docs)
+        remove_documents(p.store, p.index, removed_docs)
     retry = settlement.retry
     to_run = sorted(c.shard for c in scan.changes
                     if c.shard not in vanished and (c.needs_run or c.shard in retry))

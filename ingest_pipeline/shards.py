@@ -7,7 +7,7 @@ are those of document mode. A shard is either a hash shard of document ids
 (``shard-00042-of-04096``) or a top-level folder of the source root
 (``folder-<slug>-<hash>``); neither can be mistaken for a document id, whose last part is
 always ten hex digits. The sensor keeps one digest per shard and a manifest per shard
-(``shard_manifests/<mode>/<shard>.parquet``), so a tick lists the source root once, and
+(kept by the store), so a tick lists the source root once, and
 only a shard whose digest moved is read and compared file by file.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ingest_pipeline.identity import document_id
-from ingest_pipeline.lake import Lake
+from ingest_pipeline.store import Store
 
 MODES = ("document", "hash", "folder")
 _HASH_KEY = re.compile(r"^shard-(\d{5})-of-(\d{5})$")
@@ -132,12 +132,8 @@ class Scan:
     files: int
 
 
-def manifest_table(scheme: ShardScheme) -> str:
-    return f"shard_manifests/{scheme.mode}"
-
-
-def read_manifest(lake: Lake, scheme: ShardScheme, shard: str) -> dict[str, tuple[str, str, int, int]]:
-    table = lake.read(manifest_table(scheme), shard)
+def read_manifest(store: Store, scheme: ShardScheme, shard: str) -> dict[str, tuple[str, str, int, int]]:
+    table = store.manifest(scheme.mode, shard)
     if table is None:
         return {}
     cols = table.to_pydict()
@@ -145,14 +141,14 @@ def read_manifest(lake: Lake, scheme: ShardScheme, shard: str) -> dict[str, tupl
                                                   cols["mtime_ns"])}
 
 
-def write_manifest(lake: Lake, scheme: ShardScheme, shard: str, members: Sequence[tuple[str, Listed]]) -> None:
+def write_manifest(store: Store, scheme: ShardScheme, shard: str, members: Sequence[tuple[str, Listed]]) -> None:
     rows = sorted(members, key=lambda m: m[0])
-    lake.write(manifest_table(scheme), (shard,), pa.table({
+    store.write_manifest(scheme.mode, shard, pa.table({
         "document_id": [d for d, _ in rows], "path": [e.path for _, e in rows], "uri": [e.uri for _, e in rows],
         "size": [e.size for _, e in rows], "mtime_ns": [e.mtime_ns for _, e in rows]}, schema=MANIFEST))
 
 
-def scan(lake: Lake, scheme: ShardScheme, listing: Iterable[Listed], previous: Mapping[str, str],
+def scan(store: Store, scheme: ShardScheme, listing: Iterable[Listed], previous: Mapping[str, str],
          limit: int = 256, skip: Iterable[str] = (), first: Iterable[str] = ()) -> Scan:
     """Compare a listing with the shard digests last seen; for at most ``limit`` moved
     shards, diff against the shard's manifest and write the new manifest. Shards in ``skip``
@@ -167,20 +163,20 @@ def scan(lake: Lake, scheme: ShardScheme, listing: Iterable[Listed], previous: M
     vanished = sorted(s for s in previous if s not in shards and s not in skip)
     changes = []
     for shard in moved[:limit]:
-        before = read_manifest(lake, scheme, shard)
+        before = read_manifest(store, scheme, shard)
         members = [(source_document_id(e.path), e) for e in shards[shard]]
         new = [(d, e) for d, e in members if d not in before]
         changed = [(d, e) for d, e in members if d in before and before[d][2:] != (e.size, e.mtime_ns)]
         present = {d for d, _ in members}
         removed = sorted(d for d in before if d not in present)
-        write_manifest(lake, scheme, shard, members)
+        write_manifest(store, scheme, shard, members)
         changes.append(ShardChange(shard, new, changed, removed))
     # Shards past the limit keep their old digest, so the next tick sees them as moved.
     kept = {s: d for s, d in digests.items() if s not in set(moved[limit:])}
     kept.update({s: previous[s] for s in moved[limit:] if s in previous})
     for shard in vanished:  # every document of a shard with no file left is removed
-        changes.append(ShardChange(shard, [], [], sorted(read_manifest(lake, scheme, shard))))
-        lake.delete(manifest_table(scheme), shard)
+        changes.append(ShardChange(shard, [], [], sorted(read_manifest(store, scheme, shard))))
+        store.delete_manifest(scheme.mode, shard)
     return Scan(kept, changes, vanished, max(0, len(moved) - limit), files)
 
 
@@ -192,12 +188,12 @@ def list_source_root(root: str) -> Iterator[Listed]:
         yield Listed(rel, uri, st.size, st.mtime_ns)
 
 
-def documents_of(lake: Lake, scheme: ShardScheme | None, keys: Iterable[str]) -> Iterator[tuple[str, str, str]]:
+def documents_of(store: Store, scheme: ShardScheme | None, keys: Iterable[str]) -> Iterator[tuple[str, str, str]]:
     """(document id, path, uri) of every document of the given partition keys: a shard
     key expands to its manifest's documents, a document id stands for itself."""
     for key in keys:
         if scheme is None or not is_shard_key(key):
             yield key, "", ""
             continue
-        for doc, (path, uri, _, _) in sorted(read_manifest(lake, scheme, key).items()):
+        for doc, (path, uri, _, _) in sorted(read_manifest(store, scheme, key).items()):
             yield doc, path, uri

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ingest_pipeline.definitions import INGEST_JOB, build_definitions
-from ingest_pipeline.documents import collect, save_inventory
+from ingest_pipeline.documents import collect
 from ingest_pipeline.instance import instance_for
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.pipeline import pipeline_for
@@ -21,7 +21,7 @@ def fresh_pipeline(data_dir: Path):
 
 def register(pipeline, instance, paths=None) -> list[str]:
     entries = collect(pipeline.settings, paths or [pipeline.settings.source_root])
-    save_inventory(pipeline.lake, entries)
+    pipeline.store.save_inventory(entries)
     keys = [e.document_id for e in entries]
     new = [k for k in keys if not instance.has_dynamic_partition(DOCUMENTS, k)]
     if new:

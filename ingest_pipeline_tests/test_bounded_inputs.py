@@ -57,20 +57,20 @@ def test_refusing_a_huge_file_does_not_load_it(data_dir):
     _big_text(data_dir / "sources" / "huge.txt", 200 * MiB)
     script = f"""
 import json, sys
-from ingest_pipeline.documents import collect, save_inventory
-from ingest_pipeline.lake import Lake
+from ingest_pipeline.documents import collect
 from ingest_pipeline.settings import load_settings
 from ingest_pipeline.stages import observe_source, guarded
+from ingest_pipeline.store import Store
 
 def hwm():
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) * 1024
 
 settings = load_settings({str(data_dir)!r})
-lake = Lake(settings.lake_root)
+store = Store.at(settings.lake_root)
 entries = collect(settings, [settings.source_root])
-save_inventory(lake, entries)
+store.save_inventory(entries)
 before = hwm()
-outcome = guarded(lake, "sources", entries[0].document_id, "r", observe_source, settings, lake,
+outcome = guarded(store, "sources", entries[0].document_id, "r", observe_source, settings, store,
                   entries[0].document_id, "r")
 print(json.dumps({{"status": outcome.status, "reason": outcome.detail.get("reason"), "grew": hwm() - before}}))
 """

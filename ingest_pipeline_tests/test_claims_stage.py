@@ -1,14 +1,14 @@
-"""The claims stage as a plain function on a temporary lake: which chunkers get asked."""
+"""The claims stage as a plain function on a temporary store: which chunkers get asked."""
 
 from __future__ import annotations
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline import stages
 from ingest_pipeline.chunkers.base import BaseChunker
-from ingest_pipeline.documents import collect, save_inventory
-from ingest_pipeline.lake import Lake
+from ingest_pipeline.documents import collect
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import load_settings
+from ingest_pipeline.store import Store
 from ingest_pipeline_tests.conftest import CORPUS, requires_corpus, write
 
 
@@ -31,21 +31,21 @@ class Anything(PdfOnly):
 def test_a_chunker_whose_media_types_exclude_the_document_gets_an_empty_claim_unasked(data_dir):
     write(data_dir / "sources" / "notes.md", "# Notes\n\nA short Markdown note.\n")
     settings = load_settings(data_dir)
-    lake = Lake(settings.lake_root)
+    store = Store.at(settings.lake_root)
     (entry,) = collect(settings, [settings.source_root])
-    save_inventory(lake, [entry])
+    store.save_inventory([entry])
     doc = entry.document_id
-    stages.observe_source(settings, lake, doc, "run")
-    stages.read_document(settings, lake, doc, "run")
+    stages.observe_source(settings, store, doc, "run")
+    stages.read_document(settings, store, doc, "run")
     registry = ChunkerRegistry()
     for chunker in (PdfOnly(), Anything()):
         registry.register(chunker)
 
-    skipped = stages.run_chunker(settings, lake, PdfOnly(), registry.info(PdfOnly()), doc, "run")
+    skipped = stages.run_chunker(settings, store, PdfOnly(), registry.info(PdfOnly()), doc, "run")
     assert skipped.status == "new" and skipped.detail["pieces"] == 0 and "error" not in skipped.detail
-    assert lake.meta("claims", "pdf_only_v1", doc)["error"] is None
+    assert store.claim_meta("pdf_only_v1", doc)["error"] is None
 
-    asked = stages.run_chunker(settings, lake, Anything(), registry.info(Anything()), doc, "run")
+    asked = stages.run_chunker(settings, store, Anything(), registry.info(Anything()), doc, "run")
     assert asked.status == "failed" and "asked about a text/markdown document" in asked.detail["error"]
 
 
@@ -57,14 +57,14 @@ def test_an_encrypted_pdf_is_chunked_with_the_password_the_stage_passes(data_dir
     write(data_dir / "sources" / name, (CORPUS / "files" / "pdf" / name).read_bytes())
     (data_dir / "passwords.toml").write_text(f'"{name}" = "openpassword"\n')
     settings = load_settings(data_dir)
-    lake = Lake(settings.lake_root)
+    store = Store.at(settings.lake_root)
     (entry,) = collect(settings, [settings.source_root])
-    save_inventory(lake, [entry])
+    store.save_inventory([entry])
     doc = entry.document_id
-    stages.observe_source(settings, lake, doc, "run")
-    stages.read_document(settings, lake, doc, "run")
+    stages.observe_source(settings, store, doc, "run")
+    stages.read_document(settings, store, doc, "run")
     chunker = PdfLinesChunker()
-    outcome = stages.run_chunker(settings, lake, chunker, ChunkerRegistry().info(chunker), doc, "run")
+    outcome = stages.run_chunker(settings, store, chunker, ChunkerRegistry().info(chunker), doc, "run")
     assert outcome.status == "new" and outcome.detail["pieces"] > 0
-    stored = lake.read("claims", "pdf_v1", doc).to_pylist()
-    assert "openpassword" not in repr(stored) and "openpassword" not in repr(lake.meta("claims", "pdf_v1", doc))
+    stored = store.lake.read("claims", "pdf_v1", doc).to_pylist()
+    assert "openpassword" not in repr(stored) and "openpassword" not in repr(store.claim_meta("pdf_v1", doc))

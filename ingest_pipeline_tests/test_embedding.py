@@ -1,8 +1,8 @@
 import numpy as np
 
 from ingest_pipeline.embedding import MiniLMEmbedder
-from ingest_pipeline.lake import Lake
 from ingest_pipeline.stages import EmbeddingCache
+from ingest_pipeline.store import Store
 
 
 def test_vectors_are_unit_length_and_384_wide(embedder):
@@ -33,11 +33,11 @@ def test_token_counts_are_not_truncated(embedder):
 
 
 def test_the_cache_returns_what_was_put(tmp_path):
-    lake = Lake(str(tmp_path / "lake"))
-    cache = EmbeddingCache(lake, "model-x")
+    store = Store.at(str(tmp_path / "lake"))
+    cache = EmbeddingCache(store, "model-x")
     assert cache.get(["aa"]) == {}
     cache.put({"aa": np.ones(4, dtype=np.float32), "bb": np.zeros(4, dtype=np.float32)}, shard="s1")
     cache.put({"cc": np.full(4, 2, dtype=np.float32)}, shard="s2")
     found = cache.get(["aa", "cc", "zz"])
     assert set(found) == {"aa", "cc"} and found["cc"][0] == 2
-    assert EmbeddingCache(lake, "model-y").get(["aa"]) == {}
+    assert EmbeddingCache(store, "model-y").get(["aa"]) == {}

@@ -74,25 +74,24 @@ def test_a_document_that_ran_out_of_time_is_never_marked_current(data_dir):
 
     from ingest_pipeline import stages
     from ingest_pipeline.definitions import INGEST_JOB, build_definitions
-    from ingest_pipeline.documents import load_inventory
-    from ingest_pipeline.freshness import MARKERS, Freshness
+    from ingest_pipeline.freshness import Freshness
 
     write(data_dir / "sources" / "a.txt", PAGE)
     p = _fresh(data_dir)
     doc = next(iter(ingest(p).new))
-    assert p.lake.meta(MARKERS, doc)  # a clean run marks it
+    assert p.store.current_marker(doc)  # a clean run marks it
     # What a reading timeout leaves: an errors row naming the parse limit.
-    stages.record_error(p.lake, "pages", doc, stages.StageError("took longer than 300 s"), "run")
+    stages.record_error(p.store, "pages", doc, stages.StageError("took longer than 300 s"), "run")
     table = p.lake.read("errors", "pages", doc)
     p.lake.write("errors", ("pages", doc), table.set_column(
         table.schema.get_field_index("error"), "error", pa.array(["ParseLimitExceeded"])))
-    p.lake.delete(MARKERS, doc)
+    p.store.forget_current_marker(doc)
 
     assets = [k.to_user_string() for k in build_definitions(p.settings).resolve_job_def(
         INGEST_JOB).asset_layer.selected_asset_keys]
-    entry = load_inventory(p.lake)[doc]
+    entry = p.store.inventory()[doc]
     freshness = Freshness(p, assets, [doc])
     freshness.mark(entry)
-    assert p.lake.meta(MARKERS, doc) is None  # a timeout depends on the machine, not the bytes
+    assert p.store.current_marker(doc) is None  # a timeout depends on the machine, not the bytes
     assert not freshness.check(entry).current
     assert ingest(p).run_ids  # so the next ingest tries it again

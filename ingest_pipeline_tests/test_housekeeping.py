@@ -11,6 +11,7 @@ import pyarrow as pa
 from ingest_pipeline import housekeeping
 from ingest_pipeline.lake import Lake
 from ingest_pipeline.stages import EmbeddingCache
+from ingest_pipeline.store import Store
 from ingest_pipeline.vector_index import VectorIndex, index_schema
 
 DIM = 16
@@ -64,23 +65,23 @@ def test_a_large_table_gets_a_vector_index_that_search_uses(tmp_path):
 
 
 def test_the_embedding_cache_folds_into_one_shard_with_every_vector(tmp_path):
-    lake = Lake(str(tmp_path / "lake"))
-    cache = EmbeddingCache(lake, "model-x")
+    store = Store.at(str(tmp_path / "lake"))
+    cache = EmbeddingCache(store, "model-x")
     rng = np.random.default_rng(3)
     vectors = {f"sha{i}": rng.normal(size=4).astype(np.float32) for i in range(40)}
     items = list(vectors.items())
     for shard in range(20):  # overlapping shards, as two concurrent runs write them
         cache.put(dict(items[shard * 2: shard * 2 + 4]), shard=f"run{shard}")
-    assert len(list(lake.files("embedding_cache/model-x"))) == 20
+    assert len(store.embedding_cache_files("model-x")) == 20
 
-    result = housekeeping.compact_embedding_cache(lake, "model-x", min_shards=4)
+    result = housekeeping.compact_embedding_cache(store, "model-x", min_shards=4)
 
     assert result == {"shards_before": 20, "shards_after": 1, "vectors": 40}
     found = cache.get(vectors)
     assert set(found) == set(vectors)
     for sha, vector in vectors.items():
         np.testing.assert_array_equal(found[sha], vector)
-    assert housekeeping.compact_embedding_cache(lake, "model-x", min_shards=4)["shards_after"] == 1
+    assert housekeeping.compact_embedding_cache(store, "model-x", min_shards=4)["shards_after"] == 1
 
 
 def test_only_old_temporary_files_of_killed_writes_are_swept(tmp_path):
@@ -92,7 +93,7 @@ def test_only_old_temporary_files_of_killed_writes_are_swept(tmp_path):
     fresh.write_bytes(b"being written")
     an_hour_ago = time.time() - 7200
     os.utime(stale, (an_hour_ago, an_hour_ago))
-    assert housekeeping.sweep_temporary_files(lake) == 1
+    assert housekeeping.sweep_temporary_files(Store(lake)) == 1
     assert not stale.exists() and fresh.exists()
     assert lake.read("pages", "doc").column("a").to_pylist() == [1]
 

@@ -125,7 +125,7 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
     from dagster import DagsterInstance
 
     from ingest_pipeline.definitions import CATALOG_JOB, build_definitions
-    from ingest_pipeline.documents import collect, save_inventory
+    from ingest_pipeline.documents import collect
     from ingest_pipeline.partitions import DOCUMENTS
     from ingest_pipeline.pipeline import pipeline_for
     from ingest_pipeline.resources import resources_for
@@ -140,7 +140,7 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
     pipeline = pipeline_for(data)
     assert pipeline.settings.lake_root == "s3://lake/scale/lake"
     entries = collect(pipeline.settings, [str(sources)])
-    save_inventory(pipeline.lake, entries)
+    pipeline.store.save_inventory(entries)
     instance.add_dynamic_partitions(DOCUMENTS, [e.document_id for e in entries])
     keys = instance.get_dynamic_partitions(DOCUMENTS)
     half = len(keys) // 2

@@ -19,7 +19,7 @@ from ingest_pipeline.runner import QUIET, ingest
 from ingest_pipeline.sensors import BATCH_TAG
 from ingest_pipeline.shard_sensor import evaluate_shards
 from ingest_pipeline.shards import Listed, ShardScheme, is_shard_key, scan, source_document_id
-from ingest_pipeline.lake import Lake
+from ingest_pipeline.store import Store
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, temporary_instance
 
@@ -47,18 +47,18 @@ def test_shard_keys_never_look_like_document_ids_and_every_document_has_one_shar
 
 
 def test_scan_finds_the_one_changed_file_and_defers_past_its_limit(tmp_path):
-    lake, scheme = Lake(str(tmp_path / "lake")), ShardScheme("hash", 64)
+    store, scheme = Store.at(str(tmp_path / "lake")), ShardScheme("hash", 64)
     listing = [Listed(f"d/{i:04d}.txt", f"/x/d/{i:04d}.txt", 10, 1_000 + i) for i in range(2_000)]
-    first = scan(lake, scheme, listing, {}, limit=40)
+    first = scan(store, scheme, listing, {}, limit=40)
     assert len(first.changes) == 40 and first.deferred == 24 and len(first.digests) == 40
-    second = scan(lake, scheme, listing, first.digests, limit=40)
+    second = scan(store, scheme, listing, first.digests, limit=40)
     assert len(second.changes) == 24 and second.deferred == 0
-    third = scan(lake, scheme, listing, second.digests)
+    third = scan(store, scheme, listing, second.digests)
     assert third.changes == []
     touched = listing.copy()
     touched[1234] = Listed(touched[1234].path, touched[1234].uri, 11, 9_999)
     del touched[7]
-    fourth = scan(lake, scheme, touched, third.digests)
+    fourth = scan(store, scheme, touched, third.digests)
     found = {(c.shard, tuple(e.path for _, e in c.changed), tuple(c.removed)) for c in fourth.changes}
     assert sorted(e.path for c in fourth.changes for _, e in c.changed) == ["d/1234.txt"]
     assert [d for c in fourth.changes for d in c.removed] == [source_document_id("d/0007.txt")]

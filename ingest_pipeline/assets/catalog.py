@@ -11,7 +11,7 @@ from ingest_pipeline.resources import IngestResource
 def catalog(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
     """DuckDB views (sources, pages, page_lines, claims, chunks, embeddings, errors) in catalog.duckdb."""
     p = ingest.pipeline()
-    counts = build_catalog(p.lake, p.settings.catalog_path)
+    counts = build_catalog(p.store, p.settings.catalog_path)
     return MaterializeResult(metadata={
         "path": MetadataValue.path(p.settings.catalog_path),
         **{f"rows_{view}": MetadataValue.int(n) for view, n in counts.items()},

@@ -92,10 +92,10 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any):
             active_info = ChunkerRegistry.info(p.registry, active)
         started = time.perf_counter()
         outcomes = for_each_document(context, document_keys(context, p), lambda doc: stages.guarded(
-            p.lake, f"chunks/{active_info.ref}", doc, context.run_id,
-            stages.run_chunker, p.settings, p.lake, active, active_info, doc, context.run_id, worker,
+            p.store, f"chunks/{active_info.ref}", doc, context.run_id,
+            stages.run_chunker, p.settings, p.store, active, active_info, doc, context.run_id, worker,
             force=forced(context, ingest)))
-        metas = {doc: p.lake.meta("claims", active_info.asset_name, doc) or {}
+        metas = {doc: p.store.claim_meta(active_info.asset_name, doc) or {}
                  for doc in document_keys(context, p)}
 
         def own(outcome):

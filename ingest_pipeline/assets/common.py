@@ -59,7 +59,7 @@ def forced(context: AssetExecutionContext, ingest) -> bool:
 def document_keys(context: AssetExecutionContext, p, register: bool = False) -> list[str]:
     """The documents a run works on: its partition keys, a shard key (shard mode) standing
     for the documents of its manifest. ``register`` writes their inventory rows first."""
-    from ingest_pipeline.documents import DocumentEntry, save_inventory
+    from ingest_pipeline.documents import DocumentEntry
     from ingest_pipeline.shards import documents_of
 
     scheme = p.settings.shard_scheme
@@ -67,12 +67,12 @@ def document_keys(context: AssetExecutionContext, p, register: bool = False) -> 
         return list(context.partition_keys)
     found, shard_of = [], {}
     for key in context.partition_keys:
-        for doc, path, uri in documents_of(p.lake, scheme, [key]):
+        for doc, path, uri in documents_of(p.store, scheme, [key]):
             found.append((doc, path, uri))
             shard_of[doc] = key
     _SHARD_OF[context.run_id] = shard_of
     if register:
-        save_inventory(p.lake, [DocumentEntry(d, path, uri) for d, path, uri in found if uri])
+        p.store.save_inventory([DocumentEntry(d, path, uri) for d, path, uri in found if uri])
     return [d for d, _, _ in found]
 
 

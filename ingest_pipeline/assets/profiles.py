@@ -57,7 +57,7 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
     @asset(
         key=map_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name=group,
         deps=[pages, *[chunk_asset_key(i) for i in order]], kinds={"parquet"},
-        code_version=f"{stages.STAGE_VERSIONS['chunks']}:{'+'.join(f'{i.ref}:{i.config_hash}' for i in order)}",
+        code_version=f"{stages.STAGE_VERSIONS['chunk_map']}:{'+'.join(f'{i.ref}:{i.config_hash}' for i in order)}",
         description=f"Profile '{profile.name}': claims merged per page, first in order wins ({refs}).",
         metadata={"order": [i.ref for i in order], "profile": profile.name},
         check_specs=[AssetCheckSpec(n, asset=map_key, description=d) for n, d in CHUNK_MAP_CHECKS.items()],
@@ -66,13 +66,10 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         p = ingest.pipeline()
         started = time.perf_counter()
         outcomes = for_each_document(context, document_keys(context, p), lambda doc: stages.guarded(
-            p.lake, f"chunk_map/{profile.name}", doc, context.run_id, stages.build_chunk_map,
-            p.lake, p.registry, profile, p.embedder, doc, context.run_id,
+            p.store, f"chunk_map/{profile.name}", doc, context.run_id, stages.build_chunk_map,
+            p.store, p.registry, profile, p.embedder, doc, context.run_id,
             force=forced(context, ingest)))
-        rows_by_doc: dict[str, list[dict]] = {}
-        for doc in document_keys(context, p):
-            table = p.lake.read("chunks", profile.name, doc)
-            rows_by_doc[doc] = table.drop_columns(["image"]).to_pylist() if table is not None else []
+        rows_by_doc = {doc: p.store.chunk_rows(profile.name, doc) for doc in document_keys(context, p)}
 
         def own(outcome):
             rows = rows_by_doc.get(outcome.document, [])
@@ -89,9 +86,8 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         rows = [r for doc in document_keys(context, p) for r in rows_by_doc[doc]]
         pages_read = []
         for doc in document_keys(context, p):
-            table = p.lake.read("pages", doc, columns=["document_id", "page", "status", "text"])
-            if table is not None:
-                pages_read.extend(r for r in table.to_pylist() if r["status"] == "read" and r["text"])
+            pages_read.extend(r for r in p.store.page_rows(doc, columns=["document_id", "page", "status", "text"])
+                              if r["status"] == "read" and r["text"])
         checks = [*chunk_map_checks(rows, max_tokens), page_text_check(pages_read, rows)]
         return MaterializeResult(check_results=checks)
 
@@ -107,7 +103,7 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
     def _embeddings(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
         p = ingest.pipeline()
         started = time.perf_counter()
-        outcomes = stages.embed_documents(p.lake, p.embedder, profile, document_keys(context, p), context.run_id,
+        outcomes = stages.embed_documents(p.store, p.embedder, profile, document_keys(context, p), context.run_id,
                                           on_done=lambda o: progress.report(emb_key.to_user_string(), o),
                                           force=forced(context, ingest))
         report_partitions(context, outcomes, started, lambda o: {"model": p.embedder.model_id})
@@ -115,7 +111,7 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
 
     @asset(
         key=lance_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name=group,
-        deps=[emb_key], kinds={"lancedb"}, pool="lancedb", code_version=str(stages.STAGE_VERSIONS["index"]),
+        deps=[emb_key], kinds={"lancedb"}, pool="lancedb", code_version=str(stages.STAGE_VERSIONS["lancedb"]),
         description=f"Profile '{profile.name}': the documents' rows in LanceDB table chunks_{profile.name}.",
         metadata={"profile": profile.name},
         check_specs=[AssetCheckSpec("rows_match_parquet", asset=lance_key,
@@ -125,14 +121,14 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         p = ingest.pipeline()
         started = time.perf_counter()
         outcomes = for_each_document(context, document_keys(context, p), lambda doc: stages.guarded(
-            p.lake, f"lancedb/{profile.name}", doc, context.run_id, stages.index_document,
-            p.lake, p.index, profile, doc, context.run_id,
+            p.store, f"lancedb/{profile.name}", doc, context.run_id, stages.index_document,
+            p.store, p.index, profile, doc, context.run_id,
             force=forced(context, ingest)))
         if any(o.status == "new" for o in outcomes):
             p.index.refresh_text_index(profile.name)
         mismatches, counts = [], {}
         for doc in document_keys(context, p):
-            emb = p.lake.read("chunks", profile.name, doc, columns=["chunk_id"])
+            emb = p.store.chunk_map(profile.name, doc, columns=["chunk_id"])
             expected = emb.num_rows if emb is not None else 0
             actual = counts[doc] = p.index.count(profile.name, doc)
             if expected != actual:
@@ -160,16 +156,14 @@ def page_picture(p, rows: list[dict]) -> str | None:
     same_page = [r for r in rows if r["document_id"] == first["document_id"] and r["page"] == first["page"]
                  and r["bbox"] is not None]
     try:
-        source, _ = stages.load_source(p.lake, first["document_id"])
+        source, _ = stages.load_source(p.store, first["document_id"])
         content = stages.source_bytes(source)
     except Exception:
         return None
-    page = p.lake.read("pages", first["document_id"])
     aspect = None
-    if page is not None:
-        for row in page.to_pylist():
-            if row["page"] == first["page"] and row["width"] and row["height"]:
-                aspect = row["width"] / row["height"]
+    for row in p.store.page_rows(first["document_id"]):
+        if row["page"] == first["page"] and row["width"] and row["height"]:
+            aspect = row["width"] / row["height"]
     boxes = [(r["bbox"]["x0"], r["bbox"]["y0"], r["bbox"]["x1"], r["bbox"]["y1"]) for r in same_page]
     png = render_page_preview(content, source["media_type"], first["page"], boxes,
                               labels=[str(r["index"]) for r in same_page], aspect=aspect,

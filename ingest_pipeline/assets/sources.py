@@ -18,7 +18,7 @@ def sources(context: AssetExecutionContext, ingest: IngestResource) -> Materiali
     p = ingest.pipeline()
     started = time.perf_counter()
     outcomes = for_each_document(context, document_keys(context, p, register=True), lambda key: stages.guarded(
-        p.lake, "sources", key, context.run_id, stages.observe_source, p.settings, p.lake, key, context.run_id,
+        p.store, "sources", key, context.run_id, stages.observe_source, p.settings, p.store, key, context.run_id,
         force=forced(context, ingest)))
     report_partitions(context, outcomes, started)
     return MaterializeResult()
@@ -32,7 +32,7 @@ def pages(context: AssetExecutionContext, ingest: IngestResource, parse: ParseWo
     worker = parse.worker()
     started = time.perf_counter()
     outcomes = for_each_document(context, document_keys(context, p), lambda key: stages.guarded(
-        p.lake, "pages", key, context.run_id, stages.read_document, p.settings, p.lake, key, context.run_id, worker,
+        p.store, "pages", key, context.run_id, stages.read_document, p.settings, p.store, key, context.run_id, worker,
         force=forced(context, ingest)))
     report_partitions(context, outcomes, started)
     return MaterializeResult()

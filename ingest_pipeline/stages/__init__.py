@@ -1,4 +1,4 @@
-"""The pipeline's stages as plain functions over the lake, one document at a time, one module
+"""The pipeline's stages as plain functions over the store, one document at a time, one module
 per asset family (no Dagster here; the assets and the CLI are thin callers):
 
 - ``common``: outcomes, stage errors, fingerprints and stage versions, the force switch,
@@ -7,7 +7,7 @@ per asset family (no Dagster here; the assets and the CLI are thin callers):
   ``embeddings``, ``index`` (LanceDB): one stage each;
 - ``reconcile``: the source folder against the partitions, for the sensor and the CLI.
 
-Each stage reads its inputs from the lake, writes its output atomically, and stores an
+Each stage reads its inputs from the store, writes its output atomically, and stores an
 input fingerprint with it: when the fingerprint is unchanged the stage does nothing, so a
 second run over the same bytes and configuration rewrites and re-embeds nothing. The names
 below are re-exported so ``from ingest_pipeline.stages import X`` keeps working; patch a

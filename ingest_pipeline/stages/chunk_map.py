@@ -8,42 +8,37 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-import pyarrow as pa
-
-from ingest_pipeline import tables
 from ingest_pipeline.contract import ChunkPiece, PageOutput
 from ingest_pipeline.embedding import Embedder
 from ingest_pipeline.faults import crash_point
-from ingest_pipeline.lake import Lake
 from ingest_pipeline.merge import merge_claims
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import Profile
-from ingest_pipeline.stages.claims import _piece_row, load_claim
+from ingest_pipeline.stages.claims import load_claim
 from ingest_pipeline.stages.common import (
     STAGE_VERSIONS, UNCHANGED, NoChunks, Outcome, StageError, UpstreamMissing, fingerprint_of, now,
 )
 from ingest_pipeline.stages.pages import load_pages
 from ingest_pipeline.stages.sources import load_source
+from ingest_pipeline.store import Store, piece_row
 from ingest_pipeline.token_limits import bounded_counts, over_limit, relink, split_to_limit, table_problems
 
-def empty_reason(lake: Lake, profile: str, document: str) -> str | None:
+def empty_reason(store: Store, profile: str, document: str) -> str | None:
     """Why a document has zero chunks in a profile's chunk map, when that is a success."""
-    meta = lake.meta("chunks", profile, document) or {}
+    meta = store.chunk_map_meta(profile, document) or {}
     return meta.get("no_chunks") if meta.get("empty") else None
 
 
-
-
 def build_chunk_map(
-    lake: Lake, registry: ChunkerRegistry, profile: Profile, embedder: Embedder, document: str, run_id: str,
+    store: Store, registry: ChunkerRegistry, profile: Profile, embedder: Embedder, document: str, run_id: str,
     force: bool = False,
 ) -> Outcome:
     """Merge the claims of the profile's chunker order into the document's chunk map."""
     try:
-        source, _ = load_source(lake, document)
-        pages, pages_fp = load_pages(lake, document)
+        source, _ = load_source(store, document)
+        pages, pages_fp = load_pages(store, document)
     except UpstreamMissing as exc:
-        withdrawn = withdraw_chunk_map(lake, profile.name, document)
+        withdrawn = withdraw_chunk_map(store, profile.name, document)
         if withdrawn is None:
             raise
         raise StageError(f"withdrawn from search: the file no longer reads ({exc}); its {withdrawn} chunks "
@@ -51,12 +46,12 @@ def build_chunk_map(
     order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
     claims, claim_fps = [], []
     for info in order:
-        claim, fp = load_claim(lake, info, document)
+        claim, fp = load_claim(store, info, document)
         claims.append(claim)
         claim_fps.append(fp)
-    fingerprint = fingerprint_of(STAGE_VERSIONS["chunks"], profile.name, profile.options(), pages_fp, claim_fps,
-                               embedder.model_id, embedder.max_tokens)
-    previous = lake.meta("chunks", profile.name, document)
+    fingerprint = fingerprint_of(STAGE_VERSIONS["chunk_map"], profile.name, profile.options(), pages_fp, claim_fps,
+                                 embedder.model_id, embedder.max_tokens)
+    previous = store.chunk_map_meta(profile.name, document)
     if previous and previous.get("fingerprint") == fingerprint and not force:
         if previous.get("no_chunks") and not previous.get("empty"):
             raise NoChunks(previous["no_chunks"])
@@ -72,7 +67,7 @@ def build_chunk_map(
         piece = chunk.piece
         rows.append({
             "chunk_id": chunk.chunk_id, "label": chunk.label, "profile": profile.name, "document_id": document,
-            "path": source["path"], "page": chunk.page, "index": chunk.index, **_piece_row(piece),
+            "path": source["path"], "page": chunk.page, "index": chunk.index, **piece_row(piece),
             "chars": len(piece.text) if piece.text else 0,
             "tokens": None if piece.is_image else next(token_counts),
             "chunker": chunk.chunker, "config_hash": chunk.config_hash, "reader": readers.get(chunk.page),
@@ -96,29 +91,24 @@ def build_chunk_map(
         if any(p.status == "read" for p in pages):
             no_chunks += "; the chunkers kept nothing of the read pages"
         summary["no_chunks"] = no_chunks
-    lake.write("chunks", (profile.name, document), pa.Table.from_pylist(rows, schema=tables.CHUNKS),
-               meta={"fingerprint": fingerprint, "summary": summary, "order": [i.ref for i in order],
-                     "no_chunks": no_chunks, "empty": empty})
+    store.write_chunk_map(profile.name, document, rows,
+                          meta={"fingerprint": fingerprint, "summary": summary, "order": [i.ref for i in order],
+                                "no_chunks": no_chunks, "empty": empty})
     crash_point("chunk_maps")
     if no_chunks and not empty:
         raise NoChunks(no_chunks)
     return Outcome(document, "empty" if empty else "new", summary)
 
 
-def withdraw_chunk_map(lake: Lake, profile: str, document: str) -> int | None:
+def withdraw_chunk_map(store: Store, profile: str, document: str) -> int | None:
     """Move a document's served chunk map and vectors into the lake's history (out of the
     public views and of search); returns how many chunks it held, None if it had none."""
-    chunks = lake.read("chunks", profile, document)
+    chunks = store.chunk_map(profile, document, columns=["source_sha256"])
     if chunks is None:
         return None
     shas = sorted(set(chunks.column("source_sha256").to_pylist()) - {None}) or ["unknown"]
     version = f"{shas[0][:16]}-{now().strftime('%Y%m%dT%H%M%S%f')}"
-    for table in ("chunks", "embeddings"):
-        data = lake.read(table, profile, document)
-        if data is not None:
-            lake.write(f"history/{table}", (profile, document, version), data,
-                       meta={**(lake.meta(table, profile, document) or {}), "withdrawn_at": now()})
-            lake.delete(table, profile, document)
+    store.withdraw(profile, document, version, at=now())
     return chunks.num_rows
 
 

@@ -3,17 +3,12 @@ store its claims (table ``claims``); and load a claim back for the chunk map."""
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
-import pyarrow as pa
-
-from ingest_pipeline import tables
-from ingest_pipeline.contract import ChunkPiece, Layout, PageChunks, PageOutput
+from ingest_pipeline.contract import PageChunks, PageOutput
 from ingest_pipeline.identity import sha256_bytes, with_reader_settings
 from ingest_pipeline.isolation import ParseWorker
-from ingest_pipeline.lake import Lake
 from ingest_pipeline.merge import Claim
 from ingest_pipeline.readers.base import password_for
 from ingest_pipeline.registry import ChunkerInfo
@@ -23,34 +18,11 @@ from ingest_pipeline.stages.common import (
 )
 from ingest_pipeline.stages.pages import load_pages
 from ingest_pipeline.stages.sources import load_source, source_bytes
-
-
-def _piece_row(piece: ChunkPiece) -> dict[str, Any]:
-    return {
-        "text": piece.text,
-        "image": piece.image,
-        "bbox": tables.bbox_value(piece.bbox),
-        "bbox_reason": piece.bbox_reason,
-        "role": piece.layout.role if piece.layout else None,
-        "layout": piece.layout.to_json() if piece.layout else None,
-        "header_path": list(piece.header_path),
-        "content_type": piece.content_type,
-        "embed_text": piece.embed_text,
-        "meta": json.dumps(dict(piece.meta), sort_keys=True, default=str) if piece.meta else None,
-    }
-
-
-def _row_piece(row: dict[str, Any]) -> ChunkPiece:
-    return ChunkPiece(
-        text=row["text"], image=row["image"], bbox=tables.bbox_tuple(row["bbox"]),
-        bbox_reason=row["bbox_reason"], layout=Layout.from_json(row["layout"]),
-        header_path=tuple(row["header_path"] or ()), content_type=row["content_type"],
-        embed_text=row["embed_text"], meta=json.loads(row["meta"]) if row["meta"] else {},
-    )
+from ingest_pipeline.store import Store, piece_row
 
 
 def run_chunker(
-    settings: Settings, lake: Lake, chunker: Any, info: ChunkerInfo, document: str, run_id: str,
+    settings: Settings, store: Store, chunker: Any, info: ChunkerInfo, document: str, run_id: str,
     parser: ParseWorker | None = None, force: bool = False,
 ) -> Outcome:
     """Ask one chunker version about one document and store its claims.
@@ -59,12 +31,12 @@ def run_chunker(
     claim is empty, so the chunk map moves on to the next chunker. A chunker whose media
     types exclude the document gets an empty claim without being asked.
     """
-    source, _ = load_source(lake, document)
-    pages, pages_fp = load_pages(lake, document)
-    reader_identity = (lake.meta("pages", document) or {}).get("reader_identity") or {}
+    source, _ = load_source(store, document)
+    pages, pages_fp = load_pages(store, document)
+    reader_identity = (store.pages_meta(document) or {}).get("reader_identity") or {}
     cfg_hash = with_reader_settings(info.config_hash, reader_identity)
-    fingerprint = fingerprint_of(STAGE_VERSIONS["claims"], pages_fp, info.ref, cfg_hash)
-    previous = lake.meta("claims", info.asset_name, document)
+    fingerprint = fingerprint_of(STAGE_VERSIONS["chunks"], pages_fp, info.ref, cfg_hash)
+    previous = store.claim_meta(info.asset_name, document)
     if previous and previous.get("fingerprint") == fingerprint and not force:
         return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED})
     content = source_bytes(source)
@@ -81,15 +53,15 @@ def run_chunker(
                 password_for(source["path"], settings.passwords))
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
-        record_error(lake, f"chunks/{info.ref}", document, exc, run_id)
+        record_error(store, f"chunks/{info.ref}", document, exc, run_id)
         answer = ()
     else:
-        clear_error(lake, f"chunks/{info.ref}", document)
+        clear_error(store, f"chunks/{info.ref}", document)
     rows = []
     for page_answer in answer:
         for number, piece in enumerate(page_answer.pieces):
             rows.append({"document_id": document, "chunker": info.ref, "config_hash": cfg_hash,
-                         "page": page_answer.page, "piece": number, **_piece_row(piece),
+                         "page": page_answer.page, "piece": number, **piece_row(piece),
                          "source_sha256": source["sha256"], "run_id": run_id})
     summary = {"pages_claimed": len({a.page for a in answer}), "pieces": len(rows), "config_hash": cfg_hash,
                "seconds": round(time.perf_counter() - started, 4)}
@@ -101,7 +73,7 @@ def run_chunker(
             "claimed_pages": sorted({a.page for a in answer}), "error": error,
             "content": _claim_content(rows, sorted({a.page for a in answer}), error, info),
             "summary": summary, "checks": checks, "metrics": metrics}
-    lake.write("claims", (info.asset_name, document), pa.Table.from_pylist(rows, schema=tables.CLAIMS), meta=meta)
+    store.write_claim(info.asset_name, document, rows, meta)
     return Outcome(document, "failed" if error else "new", {**summary, **({"error": error} if error else {})})
 
 
@@ -138,14 +110,12 @@ def chunk_document(
     return answer, checks, metrics
 
 
-def load_claim(lake: Lake, info: ChunkerInfo, document: str) -> tuple[Claim, str]:
-    meta = lake.meta("claims", info.asset_name, document)
-    if meta is None:
+def load_claim(store: Store, info: ChunkerInfo, document: str) -> tuple[Claim, str]:
+    """A chunker version's claim of a document, and the hash of what it says."""
+    found = store.claim(info.asset_name, document)
+    if found is None:
         raise StageError(f"chunks/{info.asset_name} has not been materialized for this document")
-    table = lake.read("claims", info.asset_name, document)
-    by_page: dict[int, list[ChunkPiece]] = {p: [] for p in meta.get("claimed_pages", [])}
-    for row in sorted(table.to_pylist(), key=lambda r: (r["page"], r["piece"])):
-        by_page.setdefault(row["page"], []).append(_row_piece(row))
+    meta, by_page = found
     claim = Claim(
         chunker=info.ref, config_hash=meta.get("config_hash", info.config_hash), error=meta.get("error"),
         pages=tuple(PageChunks(page=p, pieces=tuple(pieces)) for p, pieces in sorted(by_page.items())),

@@ -9,15 +9,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-import pyarrow as pa
-
-from ingest_pipeline import tables
-from ingest_pipeline.documents import load_entry
 from ingest_pipeline.identity import canonical_json, sha256_text
-from ingest_pipeline.lake import Lake
+from ingest_pipeline.store import Store
 
-# Bump a stage's version when its output for the same input changes.
-STAGE_VERSIONS = {"sources": 1, "pages": 1, "claims": 1, "chunks": 1, "embeddings": 1, "index": 1}
+# Bump a stage's version when its output for the same input changes. Keyed by asset family
+# (``chunks`` is every ``chunks/<id>_v<version>`` asset); only the numbers enter fingerprints.
+STAGE_VERSIONS = {"sources": 1, "pages": 1, "chunks": 1, "chunk_map": 1, "embeddings": 1, "lancedb": 1}
 
 
 class StageError(Exception):
@@ -60,8 +57,8 @@ def fingerprint_of(*parts: Any) -> str:
 # ---------------------------------------------------------------- errors
 
 
-def record_error(lake: Lake, stage: str, document: str, exc: BaseException, run_id: str) -> dict[str, Any]:
-    entry = load_entry(lake, document)
+def record_error(store: Store, stage: str, document: str, exc: BaseException, run_id: str) -> dict[str, Any]:
+    entry = store.entry(document)
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     row = {
         "document_id": document,
@@ -73,37 +70,31 @@ def record_error(lake: Lake, stage: str, document: str, exc: BaseException, run_
         "at": now(),
     }
     detail = "".join(traceback.format_exception(exc)) if not isinstance(exc, StageError) else ""
-    lake.write("errors", (_stage_dir(stage), document), pa.Table.from_pylist([row], schema=tables.ERRORS),
-               meta={"traceback": detail[-4000:]})
+    store.write_error(stage, document, row, detail[-4000:])
     return row
 
 
-def clear_error(lake: Lake, stage: str, document: str) -> None:
-    lake.delete("errors", _stage_dir(stage), document)
+def clear_error(store: Store, stage: str, document: str) -> None:
+    store.clear_error(stage, document)
 
 
-def error_traceback(lake: Lake, stage: str, document: str) -> str:
+def error_traceback(store: Store, stage: str, document: str) -> str:
     """The traceback stored with a document's error at ``stage`` ('' if none)."""
-    return str((lake.meta("errors", _stage_dir(stage), document) or {}).get("traceback") or "")
+    return store.error_traceback(stage, document)
 
 
-def _stage_dir(stage: str) -> str:
-    return stage.replace("/", "__").replace("@", "_v")
-
-
-def guarded(lake: Lake, stage: str, document: str, run_id: str, fn, *args, **kwargs) -> Outcome:
+def guarded(store: Store, stage: str, document: str, run_id: str, fn, *args, **kwargs) -> Outcome:
     """Run one document's stage; a failure becomes an errors row and a 'failed' outcome."""
     try:
         outcome = fn(*args, **kwargs)
     except UpstreamMissing as exc:
         return Outcome(document, "skipped", {"reason": str(exc)})
     except Exception as exc:  # one document's failure must not fail the batch
-        row = record_error(lake, stage, document, exc, run_id)
+        row = record_error(store, stage, document, exc, run_id)
         return Outcome(document, "failed", {"reason": row["reason"], "error": row["error"], "stage": stage})
     if outcome.status != "failed":  # a stage may record its own failure and still return
-        clear_error(lake, stage, document)
+        clear_error(store, stage, document)
     return outcome
-
 
 
 def direct(fn, *args):

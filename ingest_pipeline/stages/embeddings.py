@@ -3,63 +3,56 @@ through the embedding cache keyed by (model id, sha256 of the text)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from ingest_pipeline import tables
 from ingest_pipeline.embedding import Embedder
 from ingest_pipeline.faults import crash_point
 from ingest_pipeline.identity import canonical_json, sha256_text
-from ingest_pipeline.lake import Lake
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.common import STAGE_VERSIONS, UNCHANGED, Outcome, clear_error, fingerprint_of, record_error
+from ingest_pipeline.store import Store
 
 
 class EmbeddingCache:
-    """Vectors keyed by (model id, sha256 of the text), as append-only Parquet shards."""
+    """Vectors keyed by (model id, sha256 of the text), as append-only shards in the store.
+    ``embed_missing`` is the one way texts reach the model through it: deduplicated, and
+    only those it does not hold yet."""
 
-    def __init__(self, lake: Lake, model_id: str) -> None:
-        self.lake = lake
+    def __init__(self, store: Store, model_id: str) -> None:
+        self.store = store
         self.model_id = model_id
 
     def get(self, shas: Iterable[str]) -> dict[str, np.ndarray]:
-        wanted = set(shas)
-        found: dict[str, np.ndarray] = {}
-        if not wanted:
-            return found
-        import pyarrow.compute as pc
-        import pyarrow.dataset as ds
-
-        for attempt in range(3):
-            files = list(self.lake.files(f"embedding_cache/{self.model_id}"))
-            if not files:
-                return found
-            dataset = ds.dataset(files, filesystem=self.lake.fs, format="parquet", schema=tables.EMBEDDING_CACHE)
-            try:
-                table = dataset.to_table(filter=pc.field("text_sha256").isin(list(wanted)))
-                break
-            except (FileNotFoundError, OSError):
-                if attempt == 2:  # housekeeping folded shards away between listing and reading
-                    raise
-        for sha, vector in zip(table.column("text_sha256").to_pylist(), table.column("vector").to_numpy(
-                zero_copy_only=False)):
-            found[sha] = np.asarray(vector, dtype=np.float32)
-        return found
+        return self.store.cached_vectors(self.model_id, shas)
 
     def put(self, vectors: dict[str, np.ndarray], shard: str) -> None:
-        if not vectors:
-            return
-        data = pa.table({
-            "text_sha256": list(vectors),
-            "vector": pa.array([v.tolist() for v in vectors.values()], type=pa.list_(pa.float32())),
-        }, schema=tables.EMBEDDING_CACHE)
-        self.lake.write(f"embedding_cache/{self.model_id}", (shard,), data)
+        self.store.add_cached_vectors(self.model_id, shard, vectors)
+
+    def embed_missing(self, embedder: Embedder, texts: Mapping[str, str], known: Mapping[str, np.ndarray],
+                      run: str) -> dict[str, np.ndarray]:
+        """Embed the texts (sha256 -> text) whose hash is not in ``known``, each once, and
+        add their vectors to the cache as one shard named for ``run``; returns them."""
+        missing = [sha for sha in texts if sha not in known]
+        if not missing:
+            return {}
+        fresh = embedder.embed([texts[sha] for sha in missing])
+        new = {sha: fresh[i] for i, sha in enumerate(missing)}
+        self.put(new, shard=f"{run}-{sha256_text(canonical_json(sorted(missing)))[:12]}")
+        return new
+
+    def vectors(self, embedder: Embedder, texts: Sequence[str], run: str) -> np.ndarray:
+        """A vector per text, in order: from the cache, the missing ones embedded once."""
+        shas = [sha256_text(t) for t in texts]
+        found = self.get(set(shas))
+        found.update(self.embed_missing(embedder, dict(zip(shas, texts)), found, run))
+        return np.stack([found[s] for s in shas]) if shas else np.zeros((0, embedder.dim), dtype=np.float32)
 
 
 def embed_documents(
-    lake: Lake, embedder: Embedder, profile: Profile, documents: Sequence[str], run_id: str,
+    store: Store, embedder: Embedder, profile: Profile, documents: Sequence[str], run_id: str,
     on_done: Callable[[Outcome], None] | None = None, force: bool = False,
 ) -> list[Outcome]:
     """Vectors for the text chunks of many documents at once: texts are deduplicated
@@ -78,13 +71,13 @@ def embed_documents(
     pending: list[tuple[str, pa.Table, str]] = []
     for document in documents:
         try:
-            table = lake.read("chunks", profile.name, document)
+            table = store.chunk_map(profile.name, document)
             if table is None:
                 finish(Outcome(document, "skipped", {"reason": "no chunk map"}))
                 continue
-            chunks_fp = (lake.meta("chunks", profile.name, document) or {}).get("fingerprint")
+            chunks_fp = (store.chunk_map_meta(profile.name, document) or {}).get("fingerprint")
             fingerprint = fingerprint_of(STAGE_VERSIONS["embeddings"], chunks_fp, embedder.model_id)
-            previous = lake.meta("embeddings", profile.name, document)
+            previous = store.embeddings_meta(profile.name, document)
             if previous and previous.get("fingerprint") == fingerprint and not force:
                 # Nothing embedded or looked up in this run: every vector is reused as it is.
                 vectors_kept = int((previous.get("summary") or {}).get("vectors", 0) or 0)
@@ -93,7 +86,7 @@ def embed_documents(
                 continue
             pending.append((document, table, fingerprint))
         except Exception as exc:
-            row = record_error(lake, f"embeddings/{profile.name}", document, exc, run_id)
+            row = record_error(store, f"embeddings/{profile.name}", document, exc, run_id)
             finish(Outcome(document, "failed", {"reason": row["reason"]}))
 
     def texts_of(table: pa.Table) -> list[tuple[str, str]]:
@@ -107,7 +100,7 @@ def embed_documents(
         return found
 
     texts = {document: texts_of(table) for document, table, _ in pending}
-    cache = EmbeddingCache(lake, embedder.model_id)
+    cache = EmbeddingCache(store, embedder.model_id)
     vectors = cache.get({sha256_text(t) for doc_texts in texts.values() for _, t in doc_texts})
     known = set(vectors)
     queue: dict[str, str] = {}  # sha -> text, waiting for the model
@@ -115,15 +108,10 @@ def embed_documents(
     step = max(1, int(getattr(embedder, "batch_size", 64) or 64))
 
     def flush() -> None:
-        if queue:
-            shas = list(queue)
-            fresh = embedder.embed([queue[s] for s in shas])
-            new = {sha: fresh[i] for i, sha in enumerate(shas)}
-            cache.put(new, shard=f"{run_id}-{sha256_text(canonical_json(sorted(shas)))[:12]}")
-            vectors.update(new)
-            queue.clear()
+        vectors.update(cache.embed_missing(embedder, queue, vectors, run_id))
+        queue.clear()
         for document, table, fingerprint, first_here in waiting:
-            finish(_write_embeddings(lake, embedder, profile, document, table, fingerprint, texts[document],
+            finish(_write_embeddings(store, embedder, profile, document, table, fingerprint, texts[document],
                                      vectors, first_here, run_id))
         waiting.clear()
 
@@ -142,7 +130,7 @@ def embed_documents(
     return outcomes
 
 
-def _write_embeddings(lake: Lake, embedder: Embedder, profile: Profile, document: str, table: pa.Table,
+def _write_embeddings(store: Store, embedder: Embedder, profile: Profile, document: str, table: pa.Table,
                       fingerprint: str, texts: list[tuple[str, str]], vectors: dict[str, np.ndarray],
                       first_here: set[str], run_id: str) -> Outcome:
     """One document's embeddings file; a text the model embedded for it in this run is
@@ -159,8 +147,7 @@ def _write_embeddings(lake: Lake, embedder: Embedder, profile: Profile, document
     embedded = sum(1 for r in rows if r["cache"] == "embedded")
     summary = {"vectors": len(rows), "embedded": embedded, "cached": len(rows) - embedded,
                "images_without_vector": sum(1 for i in table.column("image").to_pylist() if i is not None)}
-    lake.write("embeddings", (profile.name, document), pa.Table.from_pylist(rows, schema=tables.EMBEDDINGS),
-               meta={"fingerprint": fingerprint, "summary": summary})
-    clear_error(lake, f"embeddings/{profile.name}", document)
+    store.write_embeddings(profile.name, document, rows, meta={"fingerprint": fingerprint, "summary": summary})
+    clear_error(store, f"embeddings/{profile.name}", document)
     crash_point("embedding")
     return Outcome(document, "new", summary)

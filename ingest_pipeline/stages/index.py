@@ -7,28 +7,28 @@ from typing import Any
 
 import pyarrow as pa
 
-from ingest_pipeline.lake import Lake
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.common import STAGE_VERSIONS, UNCHANGED, Outcome, UpstreamMissing, fingerprint_of
+from ingest_pipeline.store import Store
 from ingest_pipeline.vector_index import VectorIndex, index_schema
 
 
-def index_document(lake: Lake, index: VectorIndex, profile: Profile, document: str, run_id: str,
+def index_document(store: Store, index: VectorIndex, profile: Profile, document: str, run_id: str,
                    force: bool = False) -> Outcome:
     """Make the profile's LanceDB table hold exactly this document's current chunks."""
-    chunks = lake.read("chunks", profile.name, document)
-    vectors = lake.read("embeddings", profile.name, document)
-    if chunks is None and lake.exists("indexed", profile.name, document):
+    chunks = store.chunk_map(profile.name, document)
+    vectors = store.embeddings(profile.name, document)
+    if chunks is None and store.has_index_marker(profile.name, document):
         # The chunk map was withdrawn (the file no longer reads): its rows leave search.
         empty = pa.Table.from_pylist([], schema=index_schema(index.dim))
         removed = index.sync_document(profile.name, document, empty)
-        lake.delete("indexed", profile.name, document)
+        store.delete_index_marker(profile.name, document)
         return Outcome(document, "skipped", {"reason": "chunk map withdrawn", "rows_removed": removed["rows_before"]})
     if chunks is None or vectors is None:
         raise UpstreamMissing(f"no chunks or embeddings for {document}")
-    emb_fp = (lake.meta("embeddings", profile.name, document) or {}).get("fingerprint")
-    fingerprint = fingerprint_of(STAGE_VERSIONS["index"], emb_fp)
-    marker = lake.meta("indexed", profile.name, document)
+    emb_fp = (store.embeddings_meta(profile.name, document) or {}).get("fingerprint")
+    fingerprint = fingerprint_of(STAGE_VERSIONS["lancedb"], emb_fp)
+    marker = store.index_marker(profile.name, document)
     if not force and marker and marker.get("fingerprint") == fingerprint and index.count(
             profile.name, document) == marker.get("rows"):
         return Outcome(document, "unchanged", {"rows": marker.get("rows"), **UNCHANGED})
@@ -42,20 +42,20 @@ def index_document(lake: Lake, index: VectorIndex, profile: Profile, document: s
     data = pa.Table.from_pylist(rows, schema=index_schema(index.dim))
     result = index.sync_document(profile.name, document, data)
     shas = set(chunks.column("source_sha256").to_pylist())
-    lake.write("indexed", (profile.name, document), pa.table({"rows": [result["rows"]]}),
-               meta={"fingerprint": fingerprint, "rows": result["rows"], "run_id": run_id,
-                     "source_sha256": shas.pop() if len(shas) == 1 else None})
+    store.write_index_marker(profile.name, document, result["rows"],
+                             meta={"fingerprint": fingerprint, "rows": result["rows"], "run_id": run_id,
+                                   "source_sha256": shas.pop() if len(shas) == 1 else None})
     return Outcome(document, "new", result)
 
 
-def finished(lake: Lake, profile: str, document: str) -> dict[str, Any] | None:
+def finished(store: Store, profile: str, document: str) -> dict[str, Any] | None:
     """The document's completion marker for a profile, if it covers its current bytes.
 
     The index marker is the last thing a run writes for a document, so a document is done
     only once it exists for the sha256 its source row holds; a run killed earlier leaves
     none (or one for older bytes), and the next run's report counts it as new work."""
-    marker = lake.meta("indexed", profile, document)
-    source = lake.meta("sources", document)
+    marker = store.index_marker(profile, document)
+    source = store.source_meta(document)
     if not marker or not source:
         return None
     if marker.get("source_sha256") not in (None, source.get("sha256")):

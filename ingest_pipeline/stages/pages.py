@@ -5,23 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-
-from ingest_pipeline import tables
-from ingest_pipeline.contract import LocatedLine, PageOutput
+from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.faults import crash_point
 from ingest_pipeline.identity import canonical_json
 from ingest_pipeline.isolation import ParseWorker
-from ingest_pipeline.lake import Lake
 from ingest_pipeline.readers import changed_settings, read_pages, reader_ids, reader_settings
 from ingest_pipeline.readers.base import ReadOptions, password_for
 from ingest_pipeline.readers.ocr import ocr_concerns
 from ingest_pipeline.settings import Settings
 from ingest_pipeline.stages.common import STAGE_VERSIONS, UNCHANGED, Outcome, UpstreamMissing, direct, fingerprint_of
 from ingest_pipeline.stages.sources import load_source, source_bytes
+from ingest_pipeline.store import Store
 
 
-def read_document(settings: Settings, lake: Lake, document: str, run_id: str,
+def read_document(settings: Settings, store: Store, document: str, run_id: str,
                   parser: ParseWorker | None = None, force: bool = False) -> Outcome:
     """Run the page readers; one row per page, located lines in their own table.
 
@@ -30,19 +27,18 @@ def read_document(settings: Settings, lake: Lake, document: str, run_id: str,
     turning OCR on or changing its resolution re-reads exactly the scanned documents.
     """
     try:
-        source, source_meta = load_source(lake, document)
+        source, source_meta = load_source(store, document)
     except UpstreamMissing:
-        lake.delete("pages", document)  # pages of bytes that can no longer be observed
-        lake.delete("page_lines", document)
+        store.delete_pages(document)  # pages of bytes that can no longer be observed
         raise
     password = password_for(source["path"], settings.passwords)
     stated = reader_settings(source["media_type"])
-    previous = lake.meta("pages", document)
+    previous = store.pages_meta(document)
 
     def fingerprint_for(ocr_matters: bool) -> str:
         changed = changed_settings(stated) if ocr_matters else {}
         return fingerprint_of(STAGE_VERSIONS["pages"], source_meta.get("fingerprint"), sorted(reader_ids()),
-                            password is not None, *([changed] if changed else []))
+                              password is not None, *([changed] if changed else []))
 
     if previous and previous.get("fingerprint") == fingerprint_for(_ocr_mattered(previous)) and not force:
         return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED})
@@ -52,28 +48,16 @@ def read_document(settings: Settings, lake: Lake, document: str, run_id: str,
     try:
         outputs = (parser.call if parser else direct)(read_pages, content, source["media_type"], options)
     except Exception:
-        lake.delete("pages", document)
-        lake.delete("page_lines", document)
+        store.delete_pages(document)
         raise
     ocr_pages = sum(1 for out in outputs if ocr_concerns(out)) if stated else 0
     fingerprint = fingerprint_for(ocr_pages > 0)
     with_password = {"password": True} if password is not None else {}
     page_config = {**stated, **with_password}
     other_config = canonical_json(with_password) if with_password else None
-    page_rows, line_rows = [], []
-    for out in outputs:
-        page_rows.append({**out.to_row(), "document_id": document, "source_sha256": source["sha256"],
-                          "run_id": run_id,
-                          "reader_config": canonical_json(page_config) if stated and ocr_concerns(out)
-                          else other_config})
-        for number, line in enumerate(out.lines or (), start=1):
-            w, h = line.space
-            line_rows.append({
-                "document_id": document, "page": out.page, "line": number, "text": line.text,
-                "x0": line.box[0], "y0": line.box[1], "x1": line.box[2], "y1": line.box[3],
-                "space_width": w, "space_height": h, "confidence": line.confidence,
-                "bbox": tables.bbox_value(line.bbox()),
-            })
+    columns = [{"source_sha256": source["sha256"], "run_id": run_id,
+                "reader_config": canonical_json(page_config) if stated and ocr_concerns(out) else other_config}
+               for out in outputs]
     summary: dict[str, Any] = {"pages": len(outputs)}
     for out in outputs:
         summary[out.status] = summary.get(out.status, 0) + 1
@@ -83,8 +67,7 @@ def read_document(settings: Settings, lake: Lake, document: str, run_id: str,
     identity = changed_settings(stated) if ocr_pages else {}
     meta = {"fingerprint": fingerprint, "summary": summary, "ocr_pages": ocr_pages,
             "reader_config": {**(stated if ocr_pages else {}), **with_password}, "reader_identity": identity}
-    lake.write("page_lines", (document,), pa.Table.from_pylist(line_rows, schema=tables.PAGE_LINES), meta=meta)
-    lake.write("pages", (document,), pa.Table.from_pylist(page_rows, schema=tables.PAGES), meta=meta)
+    store.write_pages(document, outputs, columns, meta)
     crash_point("reading")
     return Outcome(document, "new", summary)
 
@@ -98,26 +81,9 @@ def _ocr_mattered(previous: dict[str, Any]) -> bool:
     return bool(summary.get("unreadable")) or any(r.startswith("rapidocr@") for r in summary.get("readers", []))
 
 
-def load_pages(lake: Lake, document: str) -> tuple[tuple[PageOutput, ...], str]:
+def load_pages(store: Store, document: str) -> tuple[tuple[PageOutput, ...], str]:
     """Page outputs with their located lines, and the pages' fingerprint."""
-    table = lake.read("pages", document)
-    if table is None:
+    outputs = store.pages(document)
+    if outputs is None:
         raise UpstreamMissing(f"no pages for {document}")
-    meta = lake.meta("pages", document) or {}
-    lines_by_page: dict[int, list[LocatedLine]] = {}
-    lines = lake.read("page_lines", document)
-    if lines is not None:
-        for row in lines.to_pylist():
-            lines_by_page.setdefault(row["page"], []).append(
-                LocatedLine(row["text"], (row["x0"], row["y0"], row["x1"], row["y1"]),
-                            (row["space_width"], row["space_height"]), row["confidence"])
-            )
-    outputs = tuple(
-        PageOutput(
-            page=r["page"], status=r["status"], reader=r["reader"], text=r["text"], reason=r["reason"],
-            width=r["width"], height=r["height"],
-            lines=tuple(lines_by_page[r["page"]]) if r["page"] in lines_by_page else None,
-        )
-        for r in table.to_pylist()
-    )
-    return outputs, meta.get("fingerprint", "")
+    return outputs, (store.pages_meta(document) or {}).get("fingerprint", "")

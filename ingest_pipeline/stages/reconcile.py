@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ingest_pipeline.documents import DocumentEntry, save_inventory
-from ingest_pipeline.lake import Lake
+from ingest_pipeline.documents import DocumentEntry
+from ingest_pipeline.store import Store
 from ingest_pipeline.vector_index import VectorIndex
 
 
@@ -35,14 +35,14 @@ def plan_partitions(partition_keys: Sequence[str], run: Iterable[str], gone: Ite
     return PartitionPlan(add, remove, ordered, contiguous_batches(ordered, set(run), batch_size))
 
 
-def reconcile(lake: Lake, index: VectorIndex, entries: Sequence[DocumentEntry], gone: Iterable[str],
+def reconcile(store: Store, index: VectorIndex, entries: Sequence[DocumentEntry], gone: Iterable[str],
               partition_keys: Sequence[str], batch_size: int) -> PartitionPlan:
     """Document mode: forget the ``gone`` documents, write the inventory rows of
     ``entries``, and plan their partitions (each document is its own partition)."""
     gone = sorted(set(gone))
     if gone:
-        remove_documents(lake, index, gone)
-    save_inventory(lake, entries)
+        remove_documents(store, index, gone)
+    store.save_inventory(entries)
     return plan_partitions(partition_keys, [e.document_id for e in entries], gone, batch_size)
 
 
@@ -65,14 +65,14 @@ def contiguous_batches(ordered: Sequence[str], wanted: set[str], size: int) -> l
     return batches
 
 
-def remove_document(lake: Lake, index: VectorIndex, document: str) -> dict[str, int]:
+def remove_document(store: Store, index: VectorIndex, document: str) -> dict[str, int]:
     """Forget a document: its rows leave every LanceDB table and every lake table."""
-    return remove_documents(lake, index, [document])
+    return remove_documents(store, index, [document])
 
 
-def remove_documents(lake: Lake, index: VectorIndex, documents: Sequence[str]) -> dict[str, int]:
+def remove_documents(store: Store, index: VectorIndex, documents: Sequence[str]) -> dict[str, int]:
     """Forget many documents at once: LanceDB rows first (search stops serving them), then
     their lake files, in one pass over each."""
     rows = index.delete_documents(documents)
-    files = lake.delete_documents(documents)
+    files = store.delete_documents(documents)
     return {"lancedb_rows": rows, "lake_files": files}

@@ -6,34 +6,32 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-import pyarrow as pa
-
-from ingest_pipeline import media_types, object_store, tables
-from ingest_pipeline.documents import DocumentEntry, UntrustedSource, check_trusted, load_entry
+from ingest_pipeline import media_types, object_store
+from ingest_pipeline.documents import DocumentEntry, UntrustedSource, check_trusted
 from ingest_pipeline.identity import sha256_bytes
-from ingest_pipeline.lake import Lake
 from ingest_pipeline.settings import Settings
 from ingest_pipeline.stages.common import (
     STAGE_VERSIONS, UNCHANGED, Outcome, StageError, UpstreamMissing, fingerprint_of, now,
 )
+from ingest_pipeline.store import Store
 
 
-def observe_source(settings: Settings, lake: Lake, document: str, run_id: str, force: bool = False) -> Outcome:
+def observe_source(settings: Settings, store: Store, document: str, run_id: str, force: bool = False) -> Outcome:
     """Record a document's bytes: media type from the bytes, size, sha256, mtime, path.
 
     A file that cannot be observed (refused link, over its size limit, gone) loses its
     previous source row, so nothing downstream keeps serving what that row described."""
-    entry = load_entry(lake, document)
+    entry = store.entry(document)
     if entry is None:
         raise StageError(f"document {document} is not in the inventory; ingest its file first")
     try:
-        return _observe(settings, lake, entry, run_id, force)
+        return _observe(settings, store, entry, run_id, force)
     except Exception:
-        lake.delete("sources", document)
+        store.delete_source(document)
         raise
 
 
-def _observe(settings: Settings, lake: Lake, entry: DocumentEntry, run_id: str, force: bool) -> Outcome:
+def _observe(settings: Settings, store: Store, entry: DocumentEntry, run_id: str, force: bool) -> Outcome:
     document = entry.document_id
     try:
         real = check_trusted(settings, entry)
@@ -56,7 +54,7 @@ def _observe(settings: Settings, lake: Lake, entry: DocumentEntry, run_id: str, 
     except FileNotFoundError:
         raise StageError(f"source file is gone: {entry.path}") from None
     fingerprint = fingerprint_of(STAGE_VERSIONS["sources"], sha, media, entry.path)
-    previous = lake.meta("sources", document)
+    previous = store.source_meta(document)
     if previous and previous.get("fingerprint") == fingerprint and not force:
         return Outcome(document, "unchanged", {"sha256": sha, "media_type": media, **UNCHANGED})
     row = {
@@ -71,8 +69,7 @@ def _observe(settings: Settings, lake: Lake, entry: DocumentEntry, run_id: str, 
         "observed_at": now(),
         "run_id": run_id,
     }
-    lake.write("sources", (document,), pa.Table.from_pylist([row], schema=tables.SOURCES),
-               meta={"fingerprint": fingerprint, "sha256": sha})
+    store.write_source(document, row, meta={"fingerprint": fingerprint, "sha256": sha})
     status = "changed" if previous else "new"
     return Outcome(document, status, {"sha256": sha, "media_type": media, "bytes": stat.size})
 
@@ -81,11 +78,12 @@ MIB = 1024 * 1024
 _HASH_BLOCK = 4 * MIB
 
 
-def load_source(lake: Lake, document: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    table = lake.read("sources", document)
-    if table is None or table.num_rows == 0:
+def load_source(store: Store, document: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A document's source row and its metadata; UpstreamMissing when it has none."""
+    row = store.source(document)
+    if row is None:
         raise UpstreamMissing(f"no source row for {document}")
-    return table.to_pylist()[0], lake.meta("sources", document) or {}
+    return row, store.source_meta(document) or {}
 
 
 def source_bytes(source: dict[str, Any]) -> bytes:
