@@ -57,14 +57,14 @@ def main() -> int:
 
     from ingest_pipeline import stages
     from ingest_pipeline.catalog import query
-    from ingest_pipeline.pipeline import pipeline_for
+    from ingest_pipeline.resources import parts_for
     from ingest_pipeline.runner import ingest
 
     data = Path(args.keep or tempfile.mkdtemp(prefix="ingest-bench-")) / "data"
     if data.exists():
         shutil.rmtree(data)
     data.mkdir(parents=True)
-    p = pipeline_for(str(data))
+    p = parts_for(str(data))
     p.embedder.embed(["warm up the model"])  # load once, outside the timings
 
     started = time.perf_counter()

@@ -97,10 +97,10 @@ def phase_plain(pdfs: list[str], work: str) -> dict:
 
 def phase_ingest(pdfs_dir: str, data: str) -> dict:
     from ingest_pipeline.catalog import query
-    from ingest_pipeline.pipeline import pipeline_for
+    from ingest_pipeline.resources import parts_for
     from ingest_pipeline.runner import ingest
 
-    p = pipeline_for(data)
+    p = parts_for(data)
     p.embedder.embed(["warm up"])
     started = time.perf_counter()
     report = ingest(p, [pdfs_dir])
@@ -135,9 +135,9 @@ def phase_bare(data: str, batch: int) -> dict:
 
     from ingest_pipeline.catalog import query
     from ingest_pipeline.embedding import MiniLMEmbedder
-    from ingest_pipeline.pipeline import pipeline_for
+    from ingest_pipeline.resources import parts_for
 
-    p = pipeline_for(data)
+    p = parts_for(data)
     served = p.settings.default_profile
     texts = sorted({r["t"] for r in query(p.lake, f"select coalesce(embed_text, text) as t from chunks where "
                                                   f"profile = '{served}' and text is not null").to_pylist()})

@@ -59,10 +59,8 @@ def ingest_case(name, data, env, home, halves, tmp) -> dict:
     instance = DagsterInstance.get()
     from ingest_pipeline.documents import collect
     from ingest_pipeline.partitions import DOCUMENTS
-    from ingest_pipeline.pipeline import pipeline_for
-
-    pipeline_for.cache_clear()
-    p = pipeline_for(data)
+    from ingest_pipeline.resources import parts_for
+    p = parts_for(data)
     entries = collect(p.settings, [str(tmp / "pdfs")])
     p.store.save_inventory(entries)
     instance.add_dynamic_partitions(DOCUMENTS, [e.document_id for e in entries])

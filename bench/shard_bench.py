@@ -54,14 +54,14 @@ def main() -> None:
     from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB
     from ingest_pipeline.instance import instance_for
     from ingest_pipeline.partitions import DOCUMENTS
-    from ingest_pipeline.pipeline import pipeline_for
+    from ingest_pipeline.resources import parts_for
     from ingest_pipeline.shard_sensor import MAX_SHARDS_PER_TICK, evaluate_shards
     from ingest_pipeline.shards import ShardScheme, read_manifest, source_document_id
 
     data = Path(tempfile.mkdtemp(prefix="shard-bench-")) / "data"
     (data / "sources").mkdir(parents=True)
     (data / "ingest_pipeline.toml").write_text(f'[partitions]\nmode = "hash"\nshards = {args.shards}\n')
-    p = pipeline_for(str(data))
+    p = parts_for(str(data))
     instance = instance_for(p.settings.dagster_home)
     n = args.documents
 

@@ -56,9 +56,9 @@ def _fresh(scratch: Path, name: str) -> Path:
 
 
 def _pipeline(data: Path):
-    from ingest_pipeline.pipeline import pipeline_for
+    from ingest_pipeline.resources import parts_for
 
-    return pipeline_for(str(data))
+    return parts_for(str(data))
 
 
 def _asset_work(instance, run_ids: list[str]) -> dict[str, dict[str, int]]:
@@ -86,7 +86,7 @@ def _asset_work(instance, run_ids: list[str]) -> dict[str, dict[str, int]]:
 
 def bench_incremental(scratch: Path) -> dict:
     from ingest_pipeline.instance import instance_for
-    from ingest_pipeline.pipeline import pipeline_for
+    from ingest_pipeline.resources import parts_for
     from ingest_pipeline.runner import ingest
 
     data = _fresh(scratch, "incremental") / "data"
@@ -105,7 +105,6 @@ def bench_incremental(scratch: Path) -> dict:
     # One chunker's configuration changes: markdown@1 packs to a smaller target.
     chunk_ids_before = _chunk_texts(p)
     (data / "ingest_pipeline.toml").write_text('[chunkers."markdown@1"]\ntarget_chars = 500\nmax_chars = 900\n')
-    pipeline_for.cache_clear()
     p2 = _pipeline(data)
     changed, changed_s = _clock(ingest, p2, [str(CORPUS)])
     after = _chunk_texts(p2)

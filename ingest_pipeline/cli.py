@@ -11,11 +11,12 @@ from typing import Any
 from ingest_pipeline.settings import default_data_dir
 
 
-def _pipeline(args):
+def _parts(args):
+    """The storage root's parts, from the resources its code location binds."""
     from ingest_pipeline import object_store
-    from ingest_pipeline.pipeline import pipeline_for
+    from ingest_pipeline.resources import parts_for
 
-    return pipeline_for(object_store.absolute(args.data))  # a local path made absolute; a URI as it is
+    return parts_for(object_store.absolute(args.data))  # a local path made absolute; a URI as it is
 
 
 def _json(value: Any) -> str:
@@ -54,7 +55,7 @@ def _run_ingest(args, p, paths, force: bool = False):
 def cmd_ingest(args) -> int:
     from ingest_pipeline.summary import summary_text
 
-    p = _pipeline(args)
+    p = _parts(args)
     report = _run_ingest(args, p, args.paths, force=args.force)
     if args.json:
         print(_json(report.as_dict()))
@@ -101,7 +102,7 @@ def search_hits(p, query: str, profile: str | None, k: int, mode: str) -> list[d
 
 
 def cmd_search(args) -> int:
-    p = _pipeline(args)
+    p = _parts(args)
     try:
         hits = search_hits(p, args.query, args.profile, args.k, args.mode)
     except (NotIndexed, KeyError) as exc:
@@ -132,7 +133,7 @@ def cmd_search(args) -> int:
 def cmd_query(args) -> int:
     from ingest_pipeline.catalog import analyst_query
 
-    p = _pipeline(args)
+    p = _parts(args)
     table = analyst_query(p.lake, p.settings.catalog_path, args.sql)
     rows = table.to_pylist()
     if args.json:
@@ -176,7 +177,7 @@ def cmd_chunkers(args) -> int:
 def cmd_inspect(args) -> int:
     from ingest_pipeline import inspection
 
-    p = _pipeline(args)
+    p = _parts(args)
     if args.chunk:
         from ingest_pipeline.lineage import explain_chunk, format_chain
 
@@ -237,7 +238,7 @@ def cmd_inspect(args) -> int:
 def cmd_show(args) -> int:
     from ingest_pipeline.show import ShowError, show_page
 
-    p = _pipeline(args)
+    p = _parts(args)
     try:
         drawn = show_page(p, args.document, args.out, page=args.page, profile=args.profile, chunker=args.chunker,
                           compare=args.compare or (), width_px=args.width)
@@ -255,7 +256,7 @@ def cmd_show(args) -> int:
 def cmd_eval(args) -> int:
     from ingest_pipeline.evaluation import evaluate, format_table, question_set
 
-    p = _pipeline(args)
+    p = _parts(args)
     qs = question_set(args.questions, p.settings.data)
     if not args.skip_ingest:
         report = _run_ingest(args, p, [qs.documents])

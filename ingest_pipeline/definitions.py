@@ -9,10 +9,7 @@ from ingest_pipeline.assets.evaluation import build_eval_asset
 from ingest_pipeline.assets.profiles import build_profile_assets
 from ingest_pipeline.assets.sources import pages, sources
 from ingest_pipeline.deployment import k8s_run_tags
-from ingest_pipeline.embedding import MiniLMEmbedder
 from ingest_pipeline.partitions import documents_partitions
-from ingest_pipeline.readers import reader_ids
-from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.resources import resources_for
 from ingest_pipeline.schedules import housekeeping_job, housekeeping_schedule
 from ingest_pipeline.sensors import build_source_sensor
@@ -31,15 +28,17 @@ def executor_for(settings: Settings):
     return multiprocess_executor if settings.executor == "multiprocess" else in_process_executor
 
 
-def build_definitions(settings: Settings) -> Definitions:
+def build_definitions(settings: Settings, resources: dict | None = None) -> Definitions:
     """The whole graph for one storage root: a chunk asset per installed chunker version
-    and the per-profile chain for each configured profile."""
-    registry = ChunkerRegistry.discover(settings.chunker_configs, reserved_ids=reader_ids())
+    and the per-profile chain for each configured profile. ``resources`` (default: those of
+    ``resources_for(settings)``) are bound to every job; their chunker registry is the graph's."""
+    resources = resources or resources_for(settings)
+    registry = resources["chunkers"].registry()  # discovered once, for the graph and its runs alike
     chunk_assets = build_chunk_assets(registry)
     profile_assets = []
     used: set[str] = set()
     for profile in settings.profiles:
-        profile_assets += build_profile_assets(registry, profile, MiniLMEmbedder.max_tokens,
+        profile_assets += build_profile_assets(registry, profile, resources["embedder"].max_tokens,
                                                indexed=settings.is_indexed(profile))
         used |= {f"{c.id}_v{c.version}" for c in registry.order_for(profile.chunkers)}
     per_document = [sources, pages, *chunk_assets, *profile_assets]
@@ -60,7 +59,7 @@ def build_definitions(settings: Settings) -> Definitions:
         jobs=[ingest_job, catalog_job, housekeeping_job],
         schedules=[housekeeping_schedule],
         sensors=[build_source_sensor(ingest_job, catalog_job, settings.sensor_interval)],
-        resources=resources_for(settings),
+        resources=resources,
         executor=executor_for(settings),
     )
 

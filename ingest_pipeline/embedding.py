@@ -123,12 +123,21 @@ class MiniLMEmbedder:
         return out
 
 
-_DEFAULT: MiniLMEmbedder | None = None
+# The loaded models of this process, by (model id, batch size, threads): a model loads once
+# per process however many runs and resource copies (``resources.MiniLM``) ask for it.
+_LOADED: dict[tuple[str, int, int | None], MiniLMEmbedder] = {}
+_LOADING = threading.Lock()
+
+
+def minilm(batch_size: int = 64, threads: int | None = None) -> MiniLMEmbedder:
+    """The process's MiniLM model (its session loads lazily, on first use)."""
+    key = (MiniLMEmbedder.model_id, batch_size, threads)
+    with _LOADING:
+        if key not in _LOADED:
+            _LOADED[key] = MiniLMEmbedder(batch_size, threads)
+        return _LOADED[key]
 
 
 def default_embedder() -> MiniLMEmbedder:
-    """One process-wide model, loaded on first use."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = MiniLMEmbedder()
-    return _DEFAULT
+    """The process's MiniLM model with its default batching (the image build loads it once)."""
+    return minilm()

@@ -19,13 +19,15 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ingest_pipeline.catalog import query
-from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.stages import EmbeddingCache
+
+if TYPE_CHECKING:
+    from ingest_pipeline.parts import Parts
 
 KS = (1, 5, 10)
 QA_ENV = "INGEST_QA"
@@ -169,32 +171,32 @@ def score(questions: Sequence[Question], ranked: Ranked) -> dict[str, Any]:
     return metrics
 
 
-def set_documents(pipeline: Pipeline, qs: QuestionSet) -> dict[str, str]:
+def set_documents(parts: Parts, qs: QuestionSet) -> dict[str, str]:
     """document_id -> path of the ingested documents that belong to the question set."""
     from ingest_pipeline.documents import collect
 
-    ids = {e.document_id for e in collect(pipeline.settings, [qs.documents])}
-    rows = query(pipeline.lake, "select document_id, path from sources").to_pylist()
+    ids = {e.document_id for e in collect(parts.settings, [qs.documents])}
+    rows = query(parts.lake, "select document_id, path from sources").to_pylist()
     return {r["document_id"]: r["path"] for r in rows if r["document_id"] in ids}
 
 
-def _embed_cached(pipeline: Pipeline, texts: Sequence[str]) -> np.ndarray:
-    return EmbeddingCache(pipeline.store, pipeline.embedder.model_id).vectors(pipeline.embedder, texts, run="eval")
+def _embed_cached(parts: Parts, texts: Sequence[str]) -> np.ndarray:
+    return EmbeddingCache(parts.store, parts.embedder.model_id).vectors(parts.embedder, texts, run="eval")
 
 
-def eval_index(pipeline: Pipeline, profile: str, docs: dict[str, str], folder: str):
+def eval_index(parts: Parts, profile: str, docs: dict[str, str], folder: str):
     """A LanceDB table in ``folder`` holding an unindexed profile's chunks of the set's
     documents, embedded through the cache, with the same full-text index as a served one."""
     import pyarrow as pa
 
     from ingest_pipeline.vector_index import VectorIndex, index_schema
 
-    index = VectorIndex(folder, pipeline.embedder.dim)
-    table = query(pipeline.lake, "select * exclude (image) from chunks where profile = ? "
+    index = VectorIndex(folder, parts.embedder.dim)
+    table = query(parts.lake, "select * exclude (image) from chunks where profile = ? "
                                  "and document_id in (select unnest(?::VARCHAR[])) and text is not null",
                   [profile, sorted(docs)])
     rows = table.to_pylist()
-    vectors = _embed_cached(pipeline, [r["embed_text"] or r["text"] for r in rows])
+    vectors = _embed_cached(parts, [r["embed_text"] or r["text"] for r in rows])
     for row, vector in zip(rows, vectors):
         row["modality"] = "text"
         row["vector"] = vector.tolist()
@@ -206,10 +208,10 @@ def eval_index(pipeline: Pipeline, profile: str, docs: dict[str, str], folder: s
     return index
 
 
-def profile_ranking(pipeline: Pipeline, profile: str, qs: QuestionSet, docs: dict[str, str],
+def profile_ranking(parts: Parts, profile: str, qs: QuestionSet, docs: dict[str, str],
                     question_vectors: np.ndarray, mode: str = "hybrid", index=None) -> list[list[tuple[str, int]]]:
     within = sorted(docs) if docs else None
-    index = index or pipeline.index
+    index = index or parts.index
     ranked = []
     for question, vector in zip(qs.questions, question_vectors):
         hits = index.search(profile, question.text, vector.tolist(), k=10, mode=mode, documents=within)
@@ -217,22 +219,22 @@ def profile_ranking(pipeline: Pipeline, profile: str, qs: QuestionSet, docs: dic
     return ranked
 
 
-def _brute_force(units: list[tuple[str, str, int]], pipeline: Pipeline, question_vectors: np.ndarray):
-    vectors = _embed_cached(pipeline, [t for t, _, _ in units])
+def _brute_force(units: list[tuple[str, str, int]], parts: Parts, question_vectors: np.ndarray):
+    vectors = _embed_cached(parts, [t for t, _, _ in units])
     where = [(p, page) for _, p, page in units]
     scores = question_vectors @ vectors.T if len(vectors) else np.zeros((len(question_vectors), 0))
     ranked = []
     for row in scores:
         order = np.argsort(-row, kind="stable")[:10]
         ranked.append([where[i] for i in order])
-    tokens = pipeline.embedder.count_tokens([t for t, _, _ in units]) if units else []
+    tokens = parts.embedder.count_tokens([t for t, _, _ in units]) if units else []
     return ranked, len(units), (float(np.mean(tokens)) if tokens else 0.0)
 
 
-def baseline_units(pipeline: Pipeline, docs: dict[str, str]) -> dict[str, list[tuple[str, str, int]]]:
+def baseline_units(parts: Parts, docs: dict[str, str]) -> dict[str, list[tuple[str, str, int]]]:
     """The baselines' chunks (text, path, page): whole pages, and 1000-character recursive
     splits per page."""
-    pages = query(pipeline.lake, "select document_id, page, text from pages where status = 'read' "
+    pages = query(parts.lake, "select document_id, page, text from pages where status = 'read' "
                                  "and document_id in (select unnest(?::VARCHAR[])) order by document_id, page",
                   [sorted(docs)]).to_pylist() if docs else []
     units = {"baseline:page": [(p["text"], docs[p["document_id"]], p["page"]) for p in pages if p["text"].strip()]}
@@ -248,39 +250,39 @@ def baseline_units(pipeline: Pipeline, docs: dict[str, str]) -> dict[str, list[t
     return units
 
 
-def profile_stats(pipeline: Pipeline, profile: str, docs: dict[str, str]) -> tuple[int, float]:
-    row = query(pipeline.lake, "select count(*) as n, avg(tokens) as t from chunks where profile = ? "
+def profile_stats(parts: Parts, profile: str, docs: dict[str, str]) -> tuple[int, float]:
+    row = query(parts.lake, "select count(*) as n, avg(tokens) as t from chunks where profile = ? "
                                "and document_id in (select unnest(?::VARCHAR[])) and text is not null",
                 [profile, sorted(docs)]).to_pylist()[0]
     return row["n"], float(row["t"] or 0.0)
 
 
-def evaluate(pipeline: Pipeline, qs: QuestionSet, profiles: Sequence[str], baselines: bool = True,
+def evaluate(parts: Parts, qs: QuestionSet, profiles: Sequence[str], baselines: bool = True,
              mode: str = "hybrid", progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """One row of metrics per profile (served search mode) and per baseline. A profile
     that is not indexed is embedded (through the cache) into a temporary LanceDB table
     and searched the same way; its row says ``indexed: false``."""
-    docs = set_documents(pipeline, qs)
-    question_vectors = pipeline.embedder.embed([q.text for q in qs.questions])
+    docs = set_documents(parts, qs)
+    question_vectors = parts.embedder.embed([q.text for q in qs.questions])
     rows = []
     with tempfile.TemporaryDirectory(prefix="ingest-eval-") as scratch:
         for profile in profiles:
-            indexed = pipeline.settings.is_indexed(profile)
+            indexed = parts.settings.is_indexed(profile)
             if progress:
                 progress(f"profile {profile}" + ("" if indexed else " (not indexed: embedding it for the evaluation)"))
-            index = None if indexed else eval_index(pipeline, profile, docs, scratch)
-            ranked = profile_ranking(pipeline, profile, qs, docs, question_vectors, mode=mode, index=index)
-            chunks, tokens = profile_stats(pipeline, profile, docs)
+            index = None if indexed else eval_index(parts, profile, docs, scratch)
+            ranked = profile_ranking(parts, profile, qs, docs, question_vectors, mode=mode, index=index)
+            chunks, tokens = profile_stats(parts, profile, docs)
             rows.append({"name": profile, "kind": "profile", "mode": mode, "indexed": indexed, "chunks": chunks,
                          "mean_tokens": round(tokens, 1), **score(qs.questions, ranked)})
     if baselines:
-        for name, units in baseline_units(pipeline, docs).items():
+        for name, units in baseline_units(parts, docs).items():
             if progress:
                 progress(name)
             if not units:
                 rows.append({"name": name, "kind": "baseline", "unavailable": "install the dev extra"})
                 continue
-            ranked, count, tokens = _brute_force(units, pipeline, question_vectors)
+            ranked, count, tokens = _brute_force(units, parts, question_vectors)
             rows.append({"name": name, "kind": "baseline", "mode": "vector", "indexed": False, "chunks": count,
                          "mean_tokens": round(tokens, 1), **score(qs.questions, ranked)})
     return rows

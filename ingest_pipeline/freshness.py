@@ -36,13 +36,13 @@ from ingest_pipeline.store import Store
 TRANSIENT_ERRORS = {"ParseLimitExceeded"}
 
 
-def run_identity(pipeline) -> str:
+def run_identity(parts) -> str:
     """One hash of everything besides a document's bytes that can change its outputs."""
     from ingest_pipeline import media_types
     from ingest_pipeline.readers import reader_ids, reader_settings
     from ingest_pipeline.stages import STAGE_VERSIONS
 
-    settings, registry, embedder = pipeline.settings, pipeline.registry, pipeline.embedder
+    settings, registry, embedder = parts.settings, parts.registry, parts.embedder
     return sha256_text(canonical_json({
         "stages": STAGE_VERSIONS,
         "readers": sorted(reader_ids()),
@@ -102,12 +102,12 @@ class Check:
 class Freshness:
     """Reads and writes the current markers of one storage root for one ingest."""
 
-    def __init__(self, pipeline, assets: list[str], documents: list[str]) -> None:
-        self.store: Store = pipeline.store
-        self.settings = pipeline.settings
-        self.index = pipeline.index
+    def __init__(self, parts, assets: list[str], documents: list[str]) -> None:
+        self.store: Store = parts.store
+        self.settings = parts.settings
+        self.index = parts.index
         self.assets = sorted(a for a in assets if Store.keeps_asset(a))
-        self.identity = run_identity(pipeline)
+        self.identity = run_identity(parts)
         self._rows: dict[str, dict[str, int]] = {}
         self.errors: dict[str, list[dict[str, Any]]] = {}
         self.reload_errors(documents)

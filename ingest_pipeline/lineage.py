@@ -4,11 +4,13 @@ materialization, page and box."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ingest_pipeline.catalog import query
 from ingest_pipeline.identity import sha256_bytes
-from ingest_pipeline.pipeline import Pipeline
+
+if TYPE_CHECKING:
+    from ingest_pipeline.parts import Parts
 
 
 def _materialization(instance: Any, key_path: list[str], partition: str, run_id: str) -> dict[str, Any] | None:
@@ -23,16 +25,16 @@ def _materialization(instance: Any, key_path: list[str], partition: str, run_id:
     return None
 
 
-def explain_chunk(pipeline: Pipeline, chunk_id: str, profile: str | None = None, instance: Any = None) -> list[dict]:
+def explain_chunk(parts: Parts, chunk_id: str, profile: str | None = None, instance: Any = None) -> list[dict]:
     """The chain behind a chunk id, one entry per profile that holds it."""
-    rows = query(pipeline.lake, "SELECT * FROM chunk_lineage WHERE chunk_id = ? AND (? IS NULL OR profile = ?)",
+    rows = query(parts.lake, "SELECT * FROM chunk_lineage WHERE chunk_id = ? AND (? IS NULL OR profile = ?)",
                  [chunk_id, profile, profile]).to_pylist()
     if not rows:
         return []
     if instance is None:
         from ingest_pipeline.instance import instance_for
 
-        instance = instance_for(pipeline.settings.dagster_home)
+        instance = instance_for(parts.settings.dagster_home)
     explained = []
     for row in rows:
         claim_asset = ["chunks", row["chunker"].replace("@", "_v")]

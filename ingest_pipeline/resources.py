@@ -1,27 +1,159 @@
-"""The Dagster resources the assets use: the storage root's pipeline, and the parse worker."""
+"""The Dagster resources the assets type-hint, each an interface with one real
+implementation, passed through ``resources=``:
+
+- ``ingest`` (``IngestResource``): the storage root's settings and the ``force`` switch;
+- ``store`` (``StoreResource``): the lake's tables (``store.Store``);
+- ``embedder`` (``EmbedderResource``, real: ``MiniLM``): the text embedding model;
+- ``index`` (``IndexResource``): the LanceDB tables, one per profile;
+- ``chunkers`` (``ChunkersResource``): the installed chunker versions, discovered once;
+- ``parse`` (``ParseWorkerResource``): the sandboxed parse worker, stopped when a step ends.
+
+``resources_for(settings)`` builds them all; the code location, the CLI, the sensor, the
+schedules and the tests bind the same ones. ``parts_for(data)`` gives plain callers (the
+CLI, evaluation, the sensor's tick) a ``parts.Parts`` over such a set, never cached.
+"""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
+from ingest_pipeline.embedding import MiniLMEmbedder, minilm
 from ingest_pipeline.isolation import ParseWorker
-from ingest_pipeline.pipeline import Pipeline, pipeline_for
+from ingest_pipeline.parts import Parts
+from ingest_pipeline.registry import ChunkerRegistry
+from ingest_pipeline.settings import Settings, load_settings
+from ingest_pipeline.store import Store
+from ingest_pipeline.vector_index import VectorIndex
 
 
 class IngestResource(ConfigurableResource):
-    """The storage root (``data/`` by default); lake, LanceDB, catalog and settings live there.
+    """The storage root (``data/`` by default) and its settings (``ingest_pipeline.toml``).
 
     ``force`` (in the launchpad, run config ``resources: {ingest: {config: {data: <root>,
     force: true}}}``; run config for a resource replaces all its fields, so ``data`` is given
     too) makes every stage of the run recompute whatever its fingerprint says, like the run
-    tag ``ingest/force=true``."""
+    tag ``ingest/force=true``. The other resources are bound to the code location's root."""
 
     data: str
     force: bool = False
 
-    def pipeline(self) -> Pipeline:
-        return pipeline_for(self.data)
+    _settings: Settings | None = PrivateAttr(default=None)
+
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.data)
+        return self._settings
+
+
+class StoreResource(ConfigurableResource):
+    """The Parquet lake under ``root`` (a folder or an object-store URI), as a ``Store``."""
+
+    root: str
+
+    _store: Store | None = PrivateAttr(default=None)
+
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store.at(self.root)
+        return self._store
+
+
+class EmbedderResource(ConfigurableResource, ABC):
+    """What the pipeline needs of a text embedding model (``embedding.Embedder``)."""
+
+    @property
+    @abstractmethod
+    def model_id(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def dim(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def max_tokens(self) -> int: ...
+
+    @abstractmethod
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    @abstractmethod
+    def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
+
+    @abstractmethod
+    def token_offsets(self, text: str) -> list[tuple[int, int]]: ...
+
+
+class MiniLM(EmbedderResource):
+    """all-MiniLM-L6-v2 (int8 ONNX), loaded on first use and once per process
+    (``embedding.minilm``), however many runs and resource copies use it."""
+
+    batch_size: int = 64
+    threads: int = 0  # 0: onnxruntime's default
+
+    def _model(self) -> MiniLMEmbedder:
+        return minilm(self.batch_size, self.threads or None)
+
+    @property
+    def model_id(self) -> str:
+        return MiniLMEmbedder.model_id
+
+    @property
+    def dim(self) -> int:
+        return MiniLMEmbedder.dim
+
+    @property
+    def max_tokens(self) -> int:
+        return MiniLMEmbedder.max_tokens
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._model().embed(texts)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self._model().count_tokens(texts)
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        return self._model().token_offsets(text)
+
+
+class IndexResource(ConfigurableResource):
+    """The LanceDB tables under ``uri`` (one per profile) for vectors ``dim`` wide."""
+
+    uri: str
+    dim: int
+
+    _index: VectorIndex | None = PrivateAttr(default=None)
+
+    def index(self) -> VectorIndex:
+        if self._index is None:
+            self._index = VectorIndex(self.uri, self.dim)
+        return self._index
+
+
+class ChunkersResource(ConfigurableResource):
+    """The chunker versions installed under the ``ingest_pipeline.chunkers`` entry points,
+    configured by the storage root's settings; discovered once per resource, and every
+    profile's order checked then (a profile naming an unknown version fails here)."""
+
+    data: str
+
+    _registry: ChunkerRegistry | None = PrivateAttr(default=None)
+
+    def registry(self) -> ChunkerRegistry:
+        if self._registry is None:
+            from ingest_pipeline.readers import reader_ids
+
+            settings = load_settings(self.data)
+            registry = ChunkerRegistry.discover(settings.chunker_configs, reserved_ids=reader_ids())
+            for profile in settings.profiles:
+                registry.order_for(profile.chunkers)
+            self._registry = registry
+        return self._registry
 
 
 class ParseWorkerResource(ConfigurableResource):
@@ -45,12 +177,25 @@ class ParseWorkerResource(ConfigurableResource):
             self._worker = None
 
 
-def parse_worker_for(settings) -> ParseWorkerResource:
+def parse_worker_for(settings: Settings) -> ParseWorkerResource:
     """The parse worker resource configured from a storage root's settings."""
     memory = settings.parse_memory_bytes or 0
     return ParseWorkerResource(timeout=settings.parse_timeout, memory_mib=memory // 2**20)
 
 
-def resources_for(settings) -> dict:
+def resources_for(settings: Settings, embedder: EmbedderResource | None = None) -> dict[str, Any]:
     """The resources every job of a storage root binds (the CLI and the tests use the same)."""
-    return {"ingest": IngestResource(data=settings.data), "parse": parse_worker_for(settings)}
+    embedder = embedder or MiniLM()
+    return {
+        "ingest": IngestResource(data=settings.data),
+        "store": StoreResource(root=settings.lake_root),
+        "embedder": embedder,
+        "index": IndexResource(uri=settings.lancedb_uri, dim=embedder.dim),
+        "chunkers": ChunkersResource(data=settings.data),
+        "parse": parse_worker_for(settings),
+    }
+
+
+def parts_for(data: str) -> Parts:
+    """The parts of a storage root, from the same resources its code location binds."""
+    return Parts(resources_for(load_settings(data)))

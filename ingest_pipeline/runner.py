@@ -13,8 +13,8 @@ from typing import Any, Protocol
 from ingest_pipeline.documents import collect, superseded, vanished
 from ingest_pipeline.freshness import Freshness
 from ingest_pipeline.partitions import DOCUMENTS
-from ingest_pipeline.pipeline import Pipeline
 from ingest_pipeline.progress import Column, DocumentEvent, StageBoard, listening
+from ingest_pipeline.resources import Parts
 from ingest_pipeline.stages import FORCE_TAG, empty_reason, finished, reconcile
 from ingest_pipeline.stages.reconcile import contiguous_batches
 from ingest_pipeline.stale_runs import fail_stale_runs, process_tags
@@ -82,7 +82,7 @@ class Watcher(Protocol):
 
 
 def ingest(
-    pipeline: Pipeline,
+    parts: Parts,
     paths: Sequence[str] = (),
     instance: Any = None,
     watcher: Watcher | None = None,
@@ -101,7 +101,7 @@ def ingest(
     from ingest_pipeline.sensors import range_tags
 
     started = time.perf_counter()
-    settings, store = pipeline.settings, pipeline.store
+    settings, store = parts.settings, parts.store
     instance = instance or instance_for(settings.dagster_home)
     for run in fail_stale_runs(instance):
         sys.stderr.write(f"run {run.run_id} ({run.job_name}) was left unfinished by process {run.pid}, which is "
@@ -115,7 +115,7 @@ def ingest(
 
     gone = vanished(inventory, roots) + superseded(inventory, entries)
     report.removed = [entry.path for entry in gone]
-    plan = reconcile(store, pipeline.index, entries, [e.document_id for e in gone],
+    plan = reconcile(store, parts.index, entries, [e.document_id for e in gone],
                            instance.get_dynamic_partitions(DOCUMENTS), batch_size)
     for key in plan.remove:
         instance.delete_dynamic_partition(DOCUMENTS, key)
@@ -124,9 +124,9 @@ def ingest(
     wanted = {e.document_id for e in entries}
     indexed_before = store.indexed_documents(settings.default_profile)
 
-    defs = build_definitions(settings)
+    resources = parts.resources  # the runs use the very resources these parts come from
+    defs = build_definitions(settings, resources)
     job = defs.resolve_job_def(INGEST_JOB)
-    resources = _resource_for(pipeline)
     board = StageBoard(len(wanted), sorted(k.to_user_string() for k in job.asset_layer.selected_asset_keys),
                        report.paths)
     heard: dict[str, dict[str, DocumentEvent]] = {}
@@ -139,7 +139,7 @@ def ingest(
         if watcher:
             watcher.changed(board, event, done)
 
-    freshness = Freshness(pipeline, [k.to_user_string() for k in job.asset_layer.selected_asset_keys],
+    freshness = Freshness(parts, [k.to_user_string() for k in job.asset_layer.selected_asset_keys],
                           sorted(wanted))
     checks = {} if force else {e.document_id: freshness.check(e) for e in entries}
     current = {doc for doc, check in checks.items() if check.current}
@@ -168,7 +168,7 @@ def ingest(
         defs.resolve_job_def(CATALOG_JOB).execute_in_process(instance=instance, resources=resources,
                                                              tags=process_tags(), raise_on_error=False,
                                                              run_config=QUIET)
-    _summarize(pipeline, report, entries, heard, indexed_before)
+    _summarize(parts, report, entries, heard, indexed_before)
     freshness.reload_errors(sorted(wanted - current))
     for entry in entries:
         failures = report.failed.get(entry.document_id, [])
@@ -189,13 +189,7 @@ def _catalog_exists(settings) -> bool:
     return "://" not in settings.catalog_path and os.path.exists(settings.catalog_path)
 
 
-def _resource_for(pipeline: Pipeline):
-    from ingest_pipeline.resources import resources_for
-
-    return resources_for(pipeline.settings)
-
-
-def _summarize(pipeline: Pipeline, report: IngestReport, entries, heard: dict[str, dict[str, DocumentEvent]],
+def _summarize(parts: Parts, report: IngestReport, entries, heard: dict[str, dict[str, DocumentEvent]],
                indexed_before: set[str]) -> None:
     """Each document's status from what this run heard of it; failures from the errors table.
     ``indexed_before``: the documents the served profile had an index marker for when the
@@ -203,7 +197,7 @@ def _summarize(pipeline: Pipeline, report: IngestReport, entries, heard: dict[st
     observed its bytes already)."""
     from ingest_pipeline.catalog import query
 
-    store = pipeline.store
+    store = parts.store
     wanted = [e.document_id for e in entries]
     if not wanted:
         return
@@ -217,9 +211,9 @@ def _summarize(pipeline: Pipeline, report: IngestReport, entries, heard: dict[st
             report.failed.setdefault(row["document_id"], []).append(entry)
     from ingest_pipeline.assets.common import embeddings_key, lancedb_key
 
-    profile = report.profile = pipeline.settings.default_profile
+    profile = report.profile = parts.settings.default_profile
     lancedb = lancedb_key(profile).to_user_string()
-    indexing = pipeline.settings.is_indexed(profile)
+    indexing = parts.settings.is_indexed(profile)
     for doc in wanted:
         if doc in report.failed:
             continue

@@ -5,26 +5,24 @@ LanceDB writes), then refresh the catalog."""
 from dagster import DefaultScheduleStatus, In, Nothing, OpExecutionContext, Output, ScheduleDefinition, job, op
 
 from ingest_pipeline import housekeeping
-from ingest_pipeline.resources import IngestResource
+from ingest_pipeline.resources import EmbedderResource, IndexResource, IngestResource, StoreResource
 
 HOUSEKEEPING_JOB = "housekeeping"
 HOUSEKEEPING_CRON = "17 */6 * * *"  # four times a day, off the hour
 
 
 @op(description="Sweep temporary files of killed writes and fold the embedding cache's shards into one.")
-def compact_lake(context: OpExecutionContext, ingest: IngestResource):
-    p = ingest.pipeline()
-    swept = housekeeping.sweep_temporary_files(p.store)
-    cache = housekeeping.compact_embedding_cache(p.store, p.embedder.model_id)
+def compact_lake(context: OpExecutionContext, store: StoreResource, embedder: EmbedderResource):
+    swept = housekeeping.sweep_temporary_files(store.store())
+    cache = housekeeping.compact_embedding_cache(store.store(), embedder.model_id)
     context.log.info(f"swept {swept} temporary files; embedding cache {cache}")
     return Output(None, metadata={"temporary_files_removed": swept, **{f"cache_{k}": v for k, v in cache.items()}})
 
 
 @op(pool="lancedb", description="LanceDB optimize per table: compaction, old versions removed, indices "
                                 "created where missing and brought up to date. Holds the lancedb pool slot.")
-def optimize_lancedb(context: OpExecutionContext, ingest: IngestResource):
-    p = ingest.pipeline()
-    reports = housekeeping.optimize_lancedb(p.index)
+def optimize_lancedb(context: OpExecutionContext, index: IndexResource):
+    reports = housekeeping.optimize_lancedb(index.index())
     for report in reports:
         context.log.info(f"{report.table}: {report.rows} rows, fragments {report.fragments_before} -> "
                          f"{report.fragments_after}, versions {report.versions_before} -> {report.versions_after}"
@@ -34,9 +32,8 @@ def optimize_lancedb(context: OpExecutionContext, ingest: IngestResource):
 
 @op(ins={"after_lake": In(Nothing), "after_lancedb": In(Nothing)},
     description="Rebuild the catalog's DuckDB views over the lake.")
-def refresh_catalog_views(context: OpExecutionContext, ingest: IngestResource):
-    p = ingest.pipeline()
-    counts = housekeeping.refresh_catalog(p.store, p.settings.catalog_path)
+def refresh_catalog_views(context: OpExecutionContext, ingest: IngestResource, store: StoreResource):
+    counts = housekeeping.refresh_catalog(store.store(), ingest.settings().catalog_path)
     return Output(None, metadata={"rows": counts})
 
 

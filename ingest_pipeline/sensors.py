@@ -34,8 +34,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 
 from ingest_pipeline.documents import entry_for, walk_files
 from ingest_pipeline.partitions import DOCUMENTS
-from ingest_pipeline.pipeline import Pipeline
-from ingest_pipeline.resources import IngestResource
+from ingest_pipeline.resources import IndexResource, IngestResource, Parts, StoreResource
 from ingest_pipeline.stages import StageError, reconcile, record_error
 
 MAX_FILES_PER_TICK = 200
@@ -155,7 +154,7 @@ def request_batches(cursor: SensorCursor, batches: list[list[str]], wanted: dict
     return requests
 
 
-def evaluate_source_folder(context: SensorEvaluationContext, p: Pipeline, job_name: str, catalog_job: str,
+def evaluate_source_folder(context: SensorEvaluationContext, p: Parts, job_name: str, catalog_job: str,
                            batch_size: int | None = None, retries: int | None = None):
     """One tick: settle the batches whose runs ended, request new and changed files, forget
     vanished ones."""
@@ -227,8 +226,9 @@ def build_source_sensor(job, catalog_job, interval_seconds: int = 15):
             description="Watches the source folder: adds partitions for new files, runs new and changed "
                         "ones in batches (a file counts as seen once its run ended; failed runs are asked "
                         "again), refreshes the catalog after them, and removes the rows of deleted files.")
-    def source_files_sensor(context: SensorEvaluationContext, ingest: IngestResource):
-        p = ingest.pipeline()
+    def source_files_sensor(context: SensorEvaluationContext, ingest: IngestResource, store: StoreResource,
+                            index: IndexResource):
+        p = Parts({"ingest": ingest, "store": store, "index": index})
         if p.settings.shard_scheme is not None:  # partitions are shards of documents
             from ingest_pipeline.shard_sensor import evaluate_shards
 

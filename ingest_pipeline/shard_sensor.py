@@ -27,7 +27,7 @@ from dagster import (
 from ingest_pipeline import shards
 from ingest_pipeline.documents import DocumentEntry
 from ingest_pipeline.partitions import DOCUMENTS
-from ingest_pipeline.pipeline import Pipeline
+from ingest_pipeline.resources import Parts
 from ingest_pipeline.sensors import SOURCE_TAG, SensorCursor, request_batches, settle_pending
 from ingest_pipeline.stages import StageError, plan_partitions, record_error, remove_documents
 
@@ -45,7 +45,7 @@ def load_cursor(raw: str | None):
     return SensorCursor.load(raw)
 
 
-def _give_up(p: Pipeline, scheme: shards.ShardScheme, shard: str, why: str, run_id: str, tries: int) -> int:
+def _give_up(p: Parts, scheme: shards.ShardScheme, shard: str, why: str, run_id: str, tries: int) -> int:
     """An ``errors`` row for every document of a shard whose run was given up on (with its
     inventory row first, so the error names the file)."""
     members = list(shards.documents_of(p.store, scheme, [shard]))
@@ -57,7 +57,7 @@ def _give_up(p: Pipeline, scheme: shards.ShardScheme, shard: str, why: str, run_
     return len(members)
 
 
-def evaluate_shards(context: SensorEvaluationContext, p: Pipeline, job_name: str, catalog_job: str,
+def evaluate_shards(context: SensorEvaluationContext, p: Parts, job_name: str, catalog_job: str,
                     listing: Iterable[shards.Listed] | None = None, retries: int | None = None,
                     batch_size: int = SHARDS_PER_RUN) -> SensorResult:
     """One tick: settle the batches whose runs ended, list the source root once, find the

@@ -8,15 +8,13 @@ from ingest_pipeline.definitions import INGEST_JOB, build_definitions
 from ingest_pipeline.documents import collect
 from ingest_pipeline.instance import instance_for
 from ingest_pipeline.partitions import DOCUMENTS
-from ingest_pipeline.pipeline import pipeline_for
-from ingest_pipeline.resources import resources_for
+from ingest_pipeline.resources import parts_for
 from ingest_pipeline.runner import QUIET
 from ingest_pipeline.sensors import range_tags
 
 
 def fresh_pipeline(data_dir: Path):
-    pipeline_for.cache_clear()
-    return pipeline_for(str(data_dir))
+    return parts_for(str(data_dir))
 
 
 def register(pipeline, instance, paths=None) -> list[str]:
@@ -36,11 +34,11 @@ def run_batch(pipeline, instance, keys: list[str], ops_config: dict | None = Non
     ordered = instance.get_dynamic_partitions(DOCUMENTS)
     positions = sorted(ordered.index(k) for k in keys)
     assert positions == list(range(positions[0], positions[0] + len(positions))), "keys must be contiguous"
-    defs = build_definitions(pipeline.settings)
+    defs = build_definitions(pipeline.settings, pipeline.resources)
     return defs.resolve_job_def(INGEST_JOB).execute_in_process(
         instance=instance, tags={**range_tags(ordered[positions[0]], ordered[positions[-1]]), **(tags or {})},
         # With run config for resources, the job's own bound resources take it (the UI's path).
-        resources=None if resources_config else resources_for(pipeline.settings),
+        resources=None if resources_config else pipeline.resources,
         run_config={**QUIET, **({"ops": ops_config} if ops_config else {}),
                     **({"resources": resources_config} if resources_config else {})},
         raise_on_error=False)

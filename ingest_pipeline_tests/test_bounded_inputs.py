@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from ingest_pipeline.pipeline import pipeline_for
+from ingest_pipeline.resources import parts_for
 from ingest_pipeline.runner import ingest
 from ingest_pipeline.settings import load_settings
 from ingest_pipeline_tests.conftest import write
@@ -38,9 +38,7 @@ def test_files_over_their_format_limit_fail_alone_before_loading(data_dir):
     write(root / "guide.md", "# Pests\n\nWhitefly traps are checked every Monday.\n")
     (data_dir / "ingest_pipeline.toml").write_text("[limits.max_mib]\ntext = 1\n")
     assert (root / "deep.md").stat().st_size > 50_000_000
-
-    pipeline_for.cache_clear()
-    p = pipeline_for(str(data_dir))
+    p = parts_for(str(data_dir))
     assert p.settings.max_bytes["text"] == MiB and p.settings.max_bytes["markdown"] == 16 * MiB
     report = ingest(p)
     failed = {report.paths[d]: errs for d, errs in report.failed.items()}

@@ -4,7 +4,7 @@ the graph again."""
 
 from __future__ import annotations
 
-from ingest_pipeline.pipeline import pipeline_for
+from ingest_pipeline.resources import parts_for
 from ingest_pipeline.runner import ingest
 from ingest_pipeline_tests.conftest import write
 
@@ -12,8 +12,7 @@ PAGE = "Tomatoes need deep watering twice a week in dry summers.\n\n" * 3
 
 
 def _fresh(data_dir):
-    pipeline_for.cache_clear()
-    return pipeline_for(str(data_dir))
+    return parts_for(str(data_dir))
 
 
 def _ids(p, report, path):

@@ -31,15 +31,14 @@ def run(capsys, data, *args):
 
 @pytest.fixture(scope="module")
 def ingested(tmp_path_factory):
-    from ingest_pipeline.pipeline import pipeline_for
+    from ingest_pipeline.resources import parts_for
     from ingest_pipeline.runner import ingest
     from ingest_pipeline.samples import write_samples
 
     data = tmp_path_factory.mktemp("inject") / "data"
     write_samples(str(data / "sources"))
     (data / "sources" / "o'brien notes.txt").write_text("Notes by O'Brien about the irrigation pump.\n")
-    pipeline_for.cache_clear()
-    p = pipeline_for(str(data))
+    p = parts_for(str(data))
     report = ingest(p)
     assert not report.failed, report.failed
     docs = query(p.lake, "select document_id, path from sources order by path").to_pylist()

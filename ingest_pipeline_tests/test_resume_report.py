@@ -2,7 +2,7 @@
 instead of calling it unchanged."""
 
 from ingest_pipeline.documents import collect
-from ingest_pipeline.pipeline import pipeline_for
+from ingest_pipeline.resources import parts_for
 from ingest_pipeline.runner import ingest
 from ingest_pipeline.stages import finished, observe_source, read_document
 from ingest_pipeline_tests.conftest import write
@@ -10,8 +10,7 @@ from ingest_pipeline_tests.conftest import write
 
 def test_a_document_a_killed_run_never_finished_is_reported_as_new_work(data_dir):
     write(data_dir / "sources" / "done.txt", "A document that a complete run indexed.\n")
-    pipeline_for.cache_clear()
-    p = pipeline_for(str(data_dir))
+    p = parts_for(str(data_dir))
     first = ingest(p)
     assert len(first.new) == 1 and not first.failed
 

@@ -127,17 +127,14 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
     from ingest_pipeline.definitions import CATALOG_JOB, build_definitions
     from ingest_pipeline.documents import collect
     from ingest_pipeline.partitions import DOCUMENTS
-    from ingest_pipeline.pipeline import pipeline_for
-    from ingest_pipeline.resources import resources_for
+    from ingest_pipeline.resources import parts_for
     from ingest_pipeline.runner import QUIET
 
     instance = DagsterInstance.get()
     assert type(instance.run_storage).__name__ == "PostgresRunStorage"
     assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
     assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
-
-    pipeline_for.cache_clear()
-    pipeline = pipeline_for(data)
+    pipeline = parts_for(data)
     assert pipeline.settings.lake_root == "s3://lake/scale/lake"
     entries = collect(pipeline.settings, [str(sources)])
     pipeline.store.save_inventory(entries)
@@ -172,7 +169,7 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
     assert instance.event_log_storage.get_concurrency_info("lancedb").slot_count == 1
 
     build_definitions(pipeline.settings).resolve_job_def(CATALOG_JOB).execute_in_process(
-        instance=instance, resources=resources_for(pipeline.settings), run_config=QUIET)
+        instance=instance, resources=pipeline.resources, run_config=QUIET)
 
     got = _chunk_ids(data)
     assert got == expected  # the same chunks, none lost, none twice

@@ -5,7 +5,7 @@ import os
 
 from ingest_pipeline.catalog import query
 from ingest_pipeline.documents import DocumentEntry, collect, entry_for, superseded
-from ingest_pipeline.pipeline import pipeline_for
+from ingest_pipeline.resources import parts_for
 from ingest_pipeline.runner import ingest
 from ingest_pipeline.samples import simple_pdf
 from ingest_pipeline.settings import load_settings
@@ -53,8 +53,7 @@ def test_a_root_holding_two_ids_for_one_file_keeps_one(data_dir, tmp_path):
 
 
 def _ingest(data_dir):
-    pipeline_for.cache_clear()
-    p = pipeline_for(str(data_dir))
+    p = parts_for(str(data_dir))
     return p, ingest(p)
 
 

@@ -4,15 +4,15 @@
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
 from ingest_pipeline.catalog import build_catalog
-from ingest_pipeline.resources import IngestResource
+from ingest_pipeline.resources import IngestResource, StoreResource
 
 
 @asset(group_name="catalog", kinds={"duckdb"})
-def catalog(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
+def catalog(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource) -> MaterializeResult:
     """DuckDB views (sources, pages, page_lines, claims, chunks, embeddings, errors) in catalog.duckdb."""
-    p = ingest.pipeline()
-    counts = build_catalog(p.store, p.settings.catalog_path)
+    catalog_path = ingest.settings().catalog_path
+    counts = build_catalog(store.store(), catalog_path)
     return MaterializeResult(metadata={
-        "path": MetadataValue.path(p.settings.catalog_path),
+        "path": MetadataValue.path(catalog_path),
         **{f"rows_{view}": MetadataValue.int(n) for view, n in counts.items()},
     })

@@ -27,7 +27,7 @@ from ingest_pipeline.assets.common import (
 from ingest_pipeline.assets.sources import pages
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry, chunker_config
-from ingest_pipeline.resources import IngestResource, ParseWorkerResource
+from ingest_pipeline.resources import ChunkersResource, IngestResource, ParseWorkerResource, StoreResource
 
 _SCALARS = {"integer": int, "number": float, "boolean": bool, "string": str}
 
@@ -81,22 +81,21 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any):
         metadata={"chunker": info.ref, "default": info.default, "media_types": list(info.media_types or ["*"])},
         tags={"chunker": info.asset_name},
     )
-    def _chunks(context: AssetExecutionContext, ingest: IngestResource,
-                parse: ParseWorkerResource) -> MaterializeResult:
-        p = ingest.pipeline()
-        worker = parse.worker()
+    def _chunks(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
+                chunkers: ChunkersResource, parse: ParseWorkerResource) -> MaterializeResult:
+        settings, st, worker = ingest.settings(), store.store(), parse.worker()
         active, active_info = chunker, info
         overrides = dict(context.op_config or {})
         if overrides and overrides != {k: v for k, v in chunker_config(chunker).items() if k in overrides}:
             active = type(chunker)(overrides)
-            active_info = ChunkerRegistry.info(p.registry, active)
+            active_info = chunkers.registry().info(active)
         started = time.perf_counter()
-        outcomes = for_each_document(context, document_keys(context, p), lambda doc: stages.guarded(
-            p.store, f"chunks/{active_info.ref}", doc, context.run_id,
-            stages.run_chunker, p.settings, p.store, active, active_info, doc, context.run_id, worker,
+        keys = document_keys(context, settings, st)
+        outcomes = for_each_document(context, keys, lambda doc: stages.guarded(
+            st, f"chunks/{active_info.ref}", doc, context.run_id,
+            stages.run_chunker, settings, st, active, active_info, doc, context.run_id, worker,
             force=forced(context, ingest)))
-        metas = {doc: p.store.claim_meta(active_info.asset_name, doc) or {}
-                 for doc in document_keys(context, p)}
+        metas = {doc: st.claim_meta(active_info.asset_name, doc) or {} for doc in keys}
 
         def own(outcome):
             meta = metas.get(outcome.document, {})

@@ -15,7 +15,9 @@ from typing import Any
 from dagster import AssetExecutionContext, AssetKey, BackfillPolicy, MetadataValue
 
 from ingest_pipeline import progress
+from ingest_pipeline.settings import Settings
 from ingest_pipeline.stages import Outcome
+from ingest_pipeline.store import Store
 
 # Many documents per run: Dagster's per-run overhead is seconds, so runs are batches.
 BATCH_POLICY = BackfillPolicy.single_run()
@@ -56,23 +58,24 @@ def forced(context: AssetExecutionContext, ingest) -> bool:
     return tagged or bool(getattr(ingest, "force", False))
 
 
-def document_keys(context: AssetExecutionContext, p, register: bool = False) -> list[str]:
+def document_keys(context: AssetExecutionContext, settings: Settings, store: Store,
+                  register: bool = False) -> list[str]:
     """The documents a run works on: its partition keys, a shard key (shard mode) standing
     for the documents of its manifest. ``register`` writes their inventory rows first."""
     from ingest_pipeline.documents import DocumentEntry
     from ingest_pipeline.shards import documents_of
 
-    scheme = p.settings.shard_scheme
+    scheme = settings.shard_scheme
     if scheme is None:
         return list(context.partition_keys)
     found, shard_of = [], {}
     for key in context.partition_keys:
-        for doc, path, uri in documents_of(p.store, scheme, [key]):
+        for doc, path, uri in documents_of(store, scheme, [key]):
             found.append((doc, path, uri))
             shard_of[doc] = key
     _SHARD_OF[context.run_id] = shard_of
     if register:
-        p.store.save_inventory([DocumentEntry(d, path, uri) for d, path, uri in found if uri])
+        store.save_inventory([DocumentEntry(d, path, uri) for d, path, uri in found if uri])
     return [d for d, _, _ in found]
 
 

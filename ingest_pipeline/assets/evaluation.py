@@ -3,7 +3,7 @@
 from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
 
 from ingest_pipeline.assets.common import chunk_map_key, lancedb_key, retrieval_eval_key
-from ingest_pipeline.resources import IngestResource
+from ingest_pipeline.resources import EmbedderResource, IndexResource, IngestResource, Parts, StoreResource
 from ingest_pipeline.settings import Profile
 
 
@@ -22,10 +22,11 @@ def build_eval_asset(profile: Profile):
                     f"map it measured upstream.",
     )
     def _retrieval_eval(context: AssetExecutionContext, config: RetrievalEvalConfig,
-                        ingest: IngestResource) -> MaterializeResult:
+                        ingest: IngestResource, store: StoreResource, embedder: EmbedderResource,
+                        index: IndexResource) -> MaterializeResult:
         from ingest_pipeline.evaluation import evaluate, question_set
 
-        p = ingest.pipeline()
+        p = Parts({"ingest": ingest, "store": store, "embedder": embedder, "index": index})
         qs = question_set(config.questions, p.settings.data)
         (row,) = evaluate(p, qs, [profile.name], baselines=False, mode=config.mode)
         if row["chunks"] == 0:

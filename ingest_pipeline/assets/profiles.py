@@ -32,7 +32,9 @@ from ingest_pipeline.assets.sources import pages
 from ingest_pipeline.contract import ContractError, validate_bbox
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.registry import ChunkerRegistry
-from ingest_pipeline.resources import IngestResource
+from ingest_pipeline.resources import (
+    ChunkersResource, EmbedderResource, IndexResource, IngestResource, Parts, StoreResource,
+)
 from ingest_pipeline.settings import Profile
 
 
@@ -62,14 +64,15 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         metadata={"order": [i.ref for i in order], "profile": profile.name},
         check_specs=[AssetCheckSpec(n, asset=map_key, description=d) for n, d in CHUNK_MAP_CHECKS.items()],
     )
-    def _chunk_map(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
-        p = ingest.pipeline()
+    def _chunk_map(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
+                   chunkers: ChunkersResource, embedder: EmbedderResource) -> MaterializeResult:
+        p = Parts({"ingest": ingest, "store": store, "chunkers": chunkers, "embedder": embedder})
         started = time.perf_counter()
-        outcomes = for_each_document(context, document_keys(context, p), lambda doc: stages.guarded(
+        outcomes = for_each_document(context, document_keys(context, p.settings, p.store), lambda doc: stages.guarded(
             p.store, f"chunk_map/{profile.name}", doc, context.run_id, stages.build_chunk_map,
             p.store, p.registry, profile, p.embedder, doc, context.run_id,
             force=forced(context, ingest)))
-        rows_by_doc = {doc: p.store.chunk_rows(profile.name, doc) for doc in document_keys(context, p)}
+        rows_by_doc = {doc: p.store.chunk_rows(profile.name, doc) for doc in document_keys(context, p.settings, p.store)}
 
         def own(outcome):
             rows = rows_by_doc.get(outcome.document, [])
@@ -83,9 +86,9 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
             return extra
 
         report_partitions(context, outcomes, started, own)
-        rows = [r for doc in document_keys(context, p) for r in rows_by_doc[doc]]
+        rows = [r for doc in document_keys(context, p.settings, p.store) for r in rows_by_doc[doc]]
         pages_read = []
-        for doc in document_keys(context, p):
+        for doc in document_keys(context, p.settings, p.store):
             pages_read.extend(r for r in p.store.page_rows(doc, columns=["document_id", "page", "status", "text"])
                               if r["status"] == "read" and r["text"])
         checks = [*chunk_map_checks(rows, max_tokens), page_text_check(pages_read, rows)]
@@ -100,10 +103,11 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         description=f"Profile '{profile.name}': a vector per text chunk, through the embedding cache.",
         metadata={"profile": profile.name},
     )
-    def _embeddings(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
-        p = ingest.pipeline()
+    def _embeddings(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
+                    embedder: EmbedderResource) -> MaterializeResult:
+        p = Parts({"ingest": ingest, "store": store, "embedder": embedder})
         started = time.perf_counter()
-        outcomes = stages.embed_documents(p.store, p.embedder, profile, document_keys(context, p), context.run_id,
+        outcomes = stages.embed_documents(p.store, p.embedder, profile, document_keys(context, p.settings, p.store), context.run_id,
                                           on_done=lambda o: progress.report(emb_key.to_user_string(), o),
                                           force=forced(context, ingest))
         report_partitions(context, outcomes, started, lambda o: {"model": p.embedder.model_id})
@@ -117,17 +121,18 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         check_specs=[AssetCheckSpec("rows_match_parquet", asset=lance_key,
                                     description="Each document's LanceDB rows equal its chunk map's rows.")],
     )
-    def _lancedb(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
-        p = ingest.pipeline()
+    def _lancedb(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
+                 index: IndexResource) -> MaterializeResult:
+        p = Parts({"ingest": ingest, "store": store, "index": index})
         started = time.perf_counter()
-        outcomes = for_each_document(context, document_keys(context, p), lambda doc: stages.guarded(
+        outcomes = for_each_document(context, document_keys(context, p.settings, p.store), lambda doc: stages.guarded(
             p.store, f"lancedb/{profile.name}", doc, context.run_id, stages.index_document,
             p.store, p.index, profile, doc, context.run_id,
             force=forced(context, ingest)))
         if any(o.status == "new" for o in outcomes):
             p.index.refresh_text_index(profile.name)
         mismatches, counts = [], {}
-        for doc in document_keys(context, p):
+        for doc in document_keys(context, p.settings, p.store):
             emb = p.store.chunk_map(profile.name, doc, columns=["chunk_id"])
             expected = emb.num_rows if emb is not None else 0
             actual = counts[doc] = p.index.count(profile.name, doc)

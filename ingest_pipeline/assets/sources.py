@@ -8,17 +8,18 @@ from dagster import AssetExecutionContext, MaterializeResult, asset
 from ingest_pipeline import stages
 from ingest_pipeline.assets.common import BATCH_POLICY, document_keys, for_each_document, forced, report_partitions
 from ingest_pipeline.partitions import documents_partitions
-from ingest_pipeline.resources import IngestResource, ParseWorkerResource
+from ingest_pipeline.resources import IngestResource, ParseWorkerResource, StoreResource
 
 
 @asset(partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name="ingest",
        kinds={"parquet"}, code_version=str(stages.STAGE_VERSIONS["sources"]))
-def sources(context: AssetExecutionContext, ingest: IngestResource) -> MaterializeResult:
+def sources(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource) -> MaterializeResult:
     """A source file: media type detected from its bytes, size, sha256, mtime and path."""
-    p = ingest.pipeline()
+    settings, st = ingest.settings(), store.store()
     started = time.perf_counter()
-    outcomes = for_each_document(context, document_keys(context, p, register=True), lambda key: stages.guarded(
-        p.store, "sources", key, context.run_id, stages.observe_source, p.settings, p.store, key, context.run_id,
+    keys = document_keys(context, settings, st, register=True)
+    outcomes = for_each_document(context, keys, lambda key: stages.guarded(
+        st, "sources", key, context.run_id, stages.observe_source, settings, st, key, context.run_id,
         force=forced(context, ingest)))
     report_partitions(context, outcomes, started)
     return MaterializeResult()
@@ -26,13 +27,13 @@ def sources(context: AssetExecutionContext, ingest: IngestResource) -> Materiali
 
 @asset(partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name="ingest", deps=[sources],
        kinds={"parquet"}, code_version=str(stages.STAGE_VERSIONS["pages"]))
-def pages(context: AssetExecutionContext, ingest: IngestResource, parse: ParseWorkerResource) -> MaterializeResult:
+def pages(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
+          parse: ParseWorkerResource) -> MaterializeResult:
     """One row per page with the reader's verdict (read, blank, failed, unreadable) and text."""
-    p = ingest.pipeline()
-    worker = parse.worker()
+    settings, st, worker = ingest.settings(), store.store(), parse.worker()
     started = time.perf_counter()
-    outcomes = for_each_document(context, document_keys(context, p), lambda key: stages.guarded(
-        p.store, "pages", key, context.run_id, stages.read_document, p.settings, p.store, key, context.run_id, worker,
+    outcomes = for_each_document(context, document_keys(context, settings, st), lambda key: stages.guarded(
+        st, "pages", key, context.run_id, stages.read_document, settings, st, key, context.run_id, worker,
         force=forced(context, ingest)))
     report_partitions(context, outcomes, started)
     return MaterializeResult()
