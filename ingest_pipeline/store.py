@@ -326,8 +326,8 @@ class Store:
     # ------------------------------------------------------------ errors
 
     def write_error(self, stage: str, document: str, row: Mapping[str, Any], traceback: str) -> None:
-        self.lake.write("errors", (_stage_dir(stage), document), pa.Table.from_pylist([dict(row)], schema=tables.ERRORS),
-                        meta={"traceback": traceback})
+        data = pa.Table.from_pylist([dict(row)], schema=tables.ERRORS)
+        self.lake.write("errors", (_stage_dir(stage), document), data, meta={"traceback": traceback})
 
     def clear_error(self, stage: str, document: str) -> None:
         self.lake.delete("errors", _stage_dir(stage), document)

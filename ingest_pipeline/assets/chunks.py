@@ -5,8 +5,6 @@ import time
 from typing import Any
 
 from dagster import (
-    AssetCheckResult,
-    AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
@@ -16,10 +14,11 @@ from dagster import (
 )
 
 from ingest_pipeline import stages
+from ingest_pipeline.stages.claims import claim_detail, claim_findings
 from ingest_pipeline.assets.common import (
     BATCH_POLICY,
+    check_result,
     document_keys,
-    findings_table,
     for_each_document,
     forced,
     report_partitions,
@@ -96,39 +95,9 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any):
             stages.run_chunker, settings, st, active, active_info, doc, context.run_id, worker,
             force=forced(context, ingest)))
         metas = {doc: st.claim_meta(active_info.asset_name, doc) or {} for doc in keys}
-
-        def own(outcome):
-            meta = metas.get(outcome.document, {})
-            claimed = len(meta.get("claimed_pages") or [])
-            extra = {"chunker": active_info.ref, "config_hash": active_info.config_hash,
-                     "claimed_pages": claimed}
-            if outcome.status != "failed" and meta and claimed == 0:
-                extra["applies"] = f"not applicable: {active_info.ref} claims no page of this document"
-            elif claimed:
-                extra["applies"] = f"claims {claimed} page(s)"
-            if meta.get("metrics"):
-                extra["chunker_metrics"] = meta["metrics"]
-            return extra
-
-        report_partitions(context, outcomes, started, own)
-        checks = []
-        for name in check_names:
-            failures, warn, description = [], False, None
-            for doc, meta in metas.items():
-                for c in meta.get("checks", []):
-                    if c["name"] != name:
-                        continue
-                    description = description or c.get("description")
-                    if not c["passed"]:
-                        failures.append({"document": doc, **c.get("metadata", {})})
-                        warn = warn or c.get("severity") == "warn"
-            checks.append(AssetCheckResult(
-                check_name=name, passed=not failures,
-                severity=AssetCheckSeverity.WARN if warn else AssetCheckSeverity.ERROR,
-                description=description,
-                metadata={"failing": findings_table(failures), "documents_failing": len(failures),
-                          "documents_checked": len(metas)}))
-        return MaterializeResult(check_results=checks)
+        report_partitions(context, outcomes, started, lambda o: claim_detail(
+            metas.get(o.document, {}), active_info, failed=o.status == "failed"))
+        return MaterializeResult(check_results=[check_result(f) for f in claim_findings(metas, check_names)])
 
     return _chunks
 

@@ -12,11 +12,18 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from dagster import AssetExecutionContext, AssetKey, BackfillPolicy, MetadataValue
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    AssetKey,
+    BackfillPolicy,
+    MetadataValue,
+)
 
 from ingest_pipeline import progress
 from ingest_pipeline.settings import Settings
-from ingest_pipeline.stages import Outcome
+from ingest_pipeline.stages import Finding, Outcome
 from ingest_pipeline.store import Store
 
 # Many documents per run: Dagster's per-run overhead is seconds, so runs are batches.
@@ -159,6 +166,14 @@ def report_partitions(
         metadata["run_documents"] = MetadataValue.int(len(outcomes))
         metadata["run_seconds"] = MetadataValue.float(seconds)
         context.add_asset_metadata(metadata, partition_key=outcome.document)
+
+
+def check_result(finding: Finding) -> AssetCheckResult:
+    """A stage's finding as the asset check result the UI shows."""
+    return AssetCheckResult(
+        check_name=finding.check, passed=finding.passed,
+        severity=AssetCheckSeverity.WARN if finding.warn else AssetCheckSeverity.ERROR,
+        description=finding.description, metadata={finding.table: findings_table(finding.rows), **finding.counts})
 
 
 def findings_table(rows: Sequence[Mapping[str, Any]], limit: int = 50) -> MetadataValue:

@@ -1,14 +1,16 @@
 """The ``chunk_map/<profile>`` stage: merge the claims of a profile's chunker order per
-page, first in order wins, mint chunk ids and count tokens (table ``chunks``); and
-withdraw a chunk map whose file no longer reads."""
+page, first in order wins, mint chunk ids and count tokens (table ``chunks``); withdraw a
+chunk map whose file no longer reads; and what a batch's chunk maps show: the chunk map
+checks as findings, and a page picture with the chunk boxes drawn."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ingest_pipeline.contract import ChunkPiece, PageOutput
+from ingest_pipeline.contract import ChunkPiece, ContractError, Layout, PageOutput, validate_bbox
 from ingest_pipeline.embedding import Embedder
 from ingest_pipeline.faults import crash_point
 from ingest_pipeline.merge import merge_claims
@@ -16,10 +18,10 @@ from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.claims import load_claim
 from ingest_pipeline.stages.common import (
-    STAGE_VERSIONS, UNCHANGED, NoChunks, Outcome, StageError, UpstreamMissing, fingerprint_of, now,
+    STAGE_VERSIONS, UNCHANGED, Finding, NoChunks, Outcome, StageError, UpstreamMissing, fingerprint_of, now,
 )
 from ingest_pipeline.stages.pages import load_pages
-from ingest_pipeline.stages.sources import load_source
+from ingest_pipeline.stages.sources import load_source, source_bytes
 from ingest_pipeline.store import Store, piece_row
 from ingest_pipeline.token_limits import bounded_counts, over_limit, relink, split_to_limit, table_problems
 
@@ -147,3 +149,115 @@ def _why_no_chunks(pages: Sequence[PageOutput], summary: dict[str, Any]) -> str:
     if summary.get("failed_chunkers"):
         text += "; chunkers that raised: " + ", ".join(summary["failed_chunkers"])
     return text
+
+
+# ---------------------------------------------------------------- what a batch's chunk maps show
+
+COVERAGE_FLOOR = 0.95
+_WORD = re.compile(r"\w+")
+
+
+def chunk_map_findings(store: Store, profile: str, documents: Sequence[str],
+                       max_tokens: int) -> tuple[dict[str, list[dict[str, Any]]], list[Finding]]:
+    """A batch's chunk rows per document (image bytes left out) and the chunk map's checks
+    over them: each document's rows and pages are read once."""
+    rows_by_doc = {doc: store.chunk_rows(profile, doc) for doc in documents}
+    rows = [r for doc in documents for r in rows_by_doc[doc]]
+    columns = ["document_id", "page", "status", "text"]
+    pages_read = [r for doc in documents for r in store.page_rows(doc, columns=columns)
+                  if r["status"] == "read" and r["text"]]
+    return rows_by_doc, [*chunk_row_findings(rows, max_tokens), page_text_finding(pages_read, rows)]
+
+
+def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -> Finding:
+    """Each read page's words (as its reader read them) appear in that page's chunks, at
+    least COVERAGE_FLOOR of them (chunk text need not rebuild the page text exactly)."""
+    chunk_words: dict[tuple[str, int], set[str]] = {}
+    for row in rows:
+        if row.get("text"):
+            chunk_words.setdefault((row["document_id"], row["page"]), set()).update(
+                w.lower() for w in _WORD.findall(row["text"]))
+    low = []
+    for page in pages:
+        words = [w.lower() for w in _WORD.findall(page["text"])]
+        if not words:
+            continue
+        have = chunk_words.get((page["document_id"], page["page"]), set())
+        share = sum(1 for w in words if w in have) / len(words)
+        if share < COVERAGE_FLOOR:
+            low.append({"document": page["document_id"], "page": page["page"], "covered": round(share, 3)})
+    return Finding("page_text_covered", not low, "pages_below_floor", low,
+                   {"count": len(low), "pages": len(pages), "floor": COVERAGE_FLOOR}, warn=True)
+
+
+def chunk_row_findings(rows: list[dict[str, Any]], max_tokens: int) -> list[Finding]:
+    """Valid boxes, unique chunk ids, no empty chunk, within the token limit (or flagged),
+    table grids consistent with their text."""
+    from ingest_pipeline.chunkers.grid import _grid_problem
+
+    bad_boxes, empty, over, grids = [], [], [], []
+    flagged = 0
+    seen, dupes = set(), []
+    for row in rows:
+        where = {"document": row.get("document_id"), "page": row.get("page"), "chunk_id": row["chunk_id"]}
+        if row["bbox"] is not None:
+            b = row["bbox"]
+            try:
+                validate_bbox((b["x0"], b["y0"], b["x1"], b["y1"]))
+            except ContractError as exc:
+                bad_boxes.append({**where, "error": str(exc)})
+        if row["chunk_id"] in seen:
+            dupes.append(where)
+        seen.add(row["chunk_id"])
+        if not (row.get("text") or "").strip() and row.get("content_type") != "image" and row.get("text") is not None:
+            empty.append(where)
+        meta = row.get("meta") or ""
+        if '"token_overflow": true' in meta:
+            flagged += 1
+        layout = Layout.from_json(row.get("layout"))
+        if layout is not None and layout.table is not None:
+            problem = _grid_problem(row.get("text") or "", layout.table, '"ragged": true' in meta)
+            if problem:
+                grids.append({"document": row["document_id"], "page": row["page"], "chunk_id": row["chunk_id"],
+                              "problem": problem})
+        if row.get("tokens") and row["tokens"] > max_tokens and '"token_overflow": true' not in meta:
+            over.append({**where, "tokens": row["tokens"]})
+    return [
+        Finding("valid_boxes", not bad_boxes, "invalid", bad_boxes, {"count": len(bad_boxes)}),
+        Finding("unique_chunk_ids", not dupes, "duplicates", dupes, {"count": len(dupes)}),
+        Finding("no_empty_chunks", not empty, "empty", empty, {"count": len(empty)}),
+        Finding("within_token_limit", not over, "over_limit_unflagged", over,
+                {"count": len(over), "flagged": flagged, "max_tokens": max_tokens}),
+        Finding("table_grid_consistent", not grids, "tables", grids, {"count": len(grids)}),
+    ]
+
+
+def page_picture(store: Store, passwords: Any, rows: list[dict[str, Any]]) -> str | None:
+    """Markdown showing the first page with geometry among ``rows``, its chunk boxes drawn
+    on the page rendered from the source bytes (None when no row has a box, or the bytes
+    can no longer be read)."""
+    from ingest_pipeline.previews import preview_markdown_image, render_page_preview
+    from ingest_pipeline.readers.base import password_for
+
+    first = next((r for r in rows if r["bbox"] is not None), None)
+    if first is None:
+        return None
+    same_page = [r for r in rows if r["document_id"] == first["document_id"] and r["page"] == first["page"]
+                 and r["bbox"] is not None]
+    try:
+        source, _ = load_source(store, first["document_id"])
+        content = source_bytes(source)
+    except Exception:
+        return None
+    aspect = None
+    for row in store.page_rows(first["document_id"]):
+        if row["page"] == first["page"] and row["width"] and row["height"]:
+            aspect = row["width"] / row["height"]
+    boxes = [(r["bbox"]["x0"], r["bbox"]["y0"], r["bbox"]["x1"], r["bbox"]["y1"]) for r in same_page]
+    png = render_page_preview(content, source["media_type"], first["page"], boxes,
+                              labels=[str(r["index"]) for r in same_page], aspect=aspect,
+                              password=password_for(source["path"], passwords))
+    if png is None:
+        return None
+    where = f"{first['path']}, page {first['page']}"
+    return f"{where}:\n\n" + preview_markdown_image(png, f"{first['path']} p{first['page']}")

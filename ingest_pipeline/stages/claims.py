@@ -4,6 +4,7 @@ store its claims (table ``claims``); and load a claim back for the chunk map."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from ingest_pipeline.contract import PageChunks, PageOutput
@@ -14,7 +15,7 @@ from ingest_pipeline.readers.base import password_for
 from ingest_pipeline.registry import ChunkerInfo
 from ingest_pipeline.settings import Settings
 from ingest_pipeline.stages.common import (
-    STAGE_VERSIONS, UNCHANGED, Outcome, StageError, clear_error, direct, fingerprint_of, record_error,
+    STAGE_VERSIONS, UNCHANGED, Finding, Outcome, StageError, clear_error, direct, fingerprint_of, record_error,
 )
 from ingest_pipeline.stages.pages import load_pages
 from ingest_pipeline.stages.sources import load_source, source_bytes
@@ -121,3 +122,37 @@ def load_claim(store: Store, info: ChunkerInfo, document: str) -> tuple[Claim, s
         pages=tuple(PageChunks(page=p, pieces=tuple(pieces)) for p, pieces in sorted(by_page.items())),
     )
     return claim, meta.get("content") or meta.get("fingerprint", "")
+
+
+def claim_detail(meta: dict[str, Any], info: ChunkerInfo, failed: bool) -> dict[str, Any]:
+    """What a document's claim says about itself, for its materialization: the chunker, the
+    pages it claimed, whether it applies to the document at all, its own metrics."""
+    claimed = len(meta.get("claimed_pages") or [])
+    detail: dict[str, Any] = {"chunker": info.ref, "config_hash": info.config_hash, "claimed_pages": claimed}
+    if not failed and meta and claimed == 0:
+        detail["applies"] = f"not applicable: {info.ref} claims no page of this document"
+    elif claimed:
+        detail["applies"] = f"claims {claimed} page(s)"
+    if meta.get("metrics"):
+        detail["chunker_metrics"] = meta["metrics"]
+    return detail
+
+
+def claim_findings(metas: dict[str, dict[str, Any]], check_names: Sequence[str]) -> list[Finding]:
+    """The chunker's own checks over a batch, from the claims' metadata (read once per
+    document): per check, the documents that failed it."""
+    findings = []
+    for name in check_names:
+        failures, warn, description = [], False, None
+        for doc, meta in metas.items():
+            for c in meta.get("checks", []):
+                if c["name"] != name:
+                    continue
+                description = description or c.get("description")
+                if not c["passed"]:
+                    failures.append({"document": doc, **c.get("metadata", {})})
+                    warn = warn or c.get("severity") == "warn"
+        findings.append(Finding(name, not failures, "failing", failures,
+                                {"documents_failing": len(failures), "documents_checked": len(metas)},
+                                warn=warn, description=description))
+    return findings

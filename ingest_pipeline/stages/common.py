@@ -40,6 +40,21 @@ UNCHANGED = {"skipped_because": "inputs' fingerprint unchanged",
 
 
 @dataclass
+class Finding:
+    """One check's verdict over a batch of documents, as plain data: the failing items
+    (a table under metadata key ``table``) and further counts. The assets turn it into an
+    asset check result."""
+
+    check: str
+    passed: bool
+    table: str
+    rows: list[dict[str, Any]]
+    counts: dict[str, Any] = field(default_factory=dict)
+    warn: bool = False  # a failure warns instead of erroring
+    description: str | None = None
+
+
+@dataclass
 class Outcome:
     document: str
     status: str  # new | unchanged | failed | skipped

@@ -1,14 +1,16 @@
 """The ``lancedb/<profile>`` stage: make a profile's LanceDB table hold exactly a
-document's current chunks, and the completion marker that says a document is done."""
+document's current chunks, the completion marker that says a document is done, and the
+check that LanceDB's rows equal the chunk map's."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from ingest_pipeline.settings import Profile
-from ingest_pipeline.stages.common import STAGE_VERSIONS, UNCHANGED, Outcome, UpstreamMissing, fingerprint_of
+from ingest_pipeline.stages.common import STAGE_VERSIONS, UNCHANGED, Finding, Outcome, UpstreamMissing, fingerprint_of
 from ingest_pipeline.store import Store
 from ingest_pipeline.vector_index import VectorIndex, index_schema
 
@@ -61,3 +63,16 @@ def finished(store: Store, profile: str, document: str) -> dict[str, Any] | None
     if marker.get("source_sha256") not in (None, source.get("sha256")):
         return None
     return marker
+
+
+def index_findings(store: Store, index: VectorIndex, profile: str,
+                   documents: Sequence[str]) -> tuple[dict[str, int], Finding]:
+    """Each document's LanceDB rows, and whether they equal its chunk map's rows."""
+    mismatches, counts = [], {}
+    for doc in documents:
+        chunks = store.chunk_map(profile, doc, columns=["chunk_id"])
+        expected = chunks.num_rows if chunks is not None else 0
+        actual = counts[doc] = index.count(profile, doc)
+        if expected != actual:
+            mismatches.append({"document": doc, "parquet": expected, "lancedb": actual})
+    return counts, Finding("rows_match_parquet", not mismatches, "mismatches", mismatches)
