@@ -35,7 +35,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from ingest_pipeline.documents import entry_for, walk_files
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import IndexResource, IngestResource, Parts, StoreResource
-from ingest_pipeline.stages import StageError, reconcile, record_error
+from ingest_pipeline.stages import PartitionPlan, StageError, reconcile, record_error
 
 MAX_FILES_PER_TICK = 200
 # Vanished files forgotten per tick (one lake walk and one LanceDB delete per table each tick).
@@ -154,6 +154,16 @@ def request_batches(cursor: SensorCursor, batches: list[list[str]], wanted: dict
     return requests
 
 
+def partition_requests_for(plan: PartitionPlan) -> list:
+    """The requests that add and remove the partitions a plan says (nothing when it changes none)."""
+    requests: list = []
+    if plan.add:
+        requests.append(AddDynamicPartitionsRequest(DOCUMENTS, plan.add))
+    if plan.remove:
+        requests.append(DeleteDynamicPartitionsRequest(DOCUMENTS, plan.remove))
+    return requests
+
+
 def evaluate_source_folder(context: SensorEvaluationContext, p: Parts, job_name: str, catalog_job: str,
                            batch_size: int | None = None, retries: int | None = None):
     """One tick: settle the batches whose runs ended, request new and changed files, forget
@@ -196,7 +206,7 @@ def evaluate_source_folder(context: SensorEvaluationContext, p: Parts, job_name:
     gone = gone[:MAX_REMOVALS_PER_TICK]
     gone_ids = [entry_for(settings, os.path.join(root, rel)).document_id for rel in gone]
     plan = reconcile(p.store, p.index, entries, gone_ids, partition_keys, batch_size)
-    new_keys, removed = plan.add, plan.remove
+    removed = plan.remove
     for rel in gone:
         cursor.seen.pop(rel, None)
 
@@ -205,11 +215,7 @@ def evaluate_source_folder(context: SensorEvaluationContext, p: Parts, job_name:
     requests = request_batches(cursor, plan.batches, wanted, retry_files, job_name, now)
     if settled or removed:  # after the runs it reflects, never beside them
         requests.append(RunRequest(job_name=catalog_job, tags={SOURCE_TAG: "sensor"}))
-    partition_requests = []
-    if new_keys:
-        partition_requests.append(AddDynamicPartitionsRequest(DOCUMENTS, new_keys))
-    if removed:
-        partition_requests.append(DeleteDynamicPartitionsRequest(DOCUMENTS, removed))
+    partition_requests = partition_requests_for(plan)
     for note in notes:
         context.log.warning(note)
     if not requests and not partition_requests:

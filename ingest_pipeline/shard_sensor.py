@@ -16,8 +16,6 @@ import time
 from collections.abc import Iterable
 
 from dagster import (
-    AddDynamicPartitionsRequest,
-    DeleteDynamicPartitionsRequest,
     RunRequest,
     SensorEvaluationContext,
     SensorResult,
@@ -28,7 +26,7 @@ from ingest_pipeline import shards
 from ingest_pipeline.documents import DocumentEntry
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import Parts
-from ingest_pipeline.sensors import SOURCE_TAG, SensorCursor, request_batches, settle_pending
+from ingest_pipeline.sensors import SOURCE_TAG, SensorCursor, partition_requests_for, request_batches, settle_pending
 from ingest_pipeline.stages import StageError, plan_partitions, record_error, remove_documents
 
 MAX_SHARDS_PER_TICK = 256
@@ -94,18 +92,13 @@ def evaluate_shards(context: SensorEvaluationContext, p: Parts, job_name: str, c
 
     # 3. Partitions and runs, in the instance's order of partition keys.
     plan = plan_partitions(context.instance.get_dynamic_partitions(DOCUMENTS), to_run, vanished, batch_size)
-    new_keys, gone = plan.add, plan.remove
     wanted = {s: (s, scan.digests[s]) for s in to_run}
     requests = request_batches(cursor, plan.batches, wanted, retry, job_name, now)
     touched = sum(len(c.new) + len(c.changed) for c in scan.changes)
     ingest_runs = len(requests)
     if settlement.settled or removed_docs:  # after the runs it reflects, never beside them
         requests.append(RunRequest(job_name=catalog_job, tags={SOURCE_TAG: "sensor"}))
-    partition_requests = []
-    if new_keys:
-        partition_requests.append(AddDynamicPartitionsRequest(DOCUMENTS, new_keys))
-    if gone:
-        partition_requests.append(DeleteDynamicPartitionsRequest(DOCUMENTS, gone))
+    partition_requests = partition_requests_for(plan)
     for note in settlement.notes:
         context.log.warning(note)
     if errors_rows:
