@@ -53,6 +53,7 @@ def test_files_over_their_format_limit_fail_alone_before_loading(data_dir):
 
 def test_refusing_a_huge_file_does_not_load_it(data_dir):
     _big_text(data_dir / "sources" / "huge.txt", 200 * MiB)
+    (data_dir / "sources" / "tiny.txt").write_text("A small file, observed first.\n")
     script = f"""
 import json, sys
 from ingest_pipeline.documents import collect
@@ -67,9 +68,12 @@ settings = load_settings({str(data_dir)!r})
 store = Store.at(settings.lake_root)
 entries = collect(settings, [settings.source_root])
 store.save_inventory(entries)
+by_name = {{e.path: e.document_id for e in entries}}
+# A small file first, so what observing imports or compiles on first use is not counted.
+guarded(store, "sources", by_name["tiny.txt"], "r", observe_source, settings, store, by_name["tiny.txt"], "r")
 before = hwm()
-outcome = guarded(store, "sources", entries[0].document_id, "r", observe_source, settings, store,
-                  entries[0].document_id, "r")
+outcome = guarded(store, "sources", by_name["huge.txt"], "r", observe_source, settings, store,
+                  by_name["huge.txt"], "r")
 print(json.dumps({{"status": outcome.status, "reason": outcome.detail.get("reason"), "grew": hwm() - before}}))
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
