@@ -67,3 +67,29 @@ def statuses(result, asset: str) -> dict[str, str]:
 
 def temporary_instance(data_dir: Path):
     return instance_for(str(data_dir / "dagster_home"))
+
+
+def apply_partition_requests(instance, result) -> None:
+    """What the daemon does with a sensor result's dynamic-partition requests."""
+    from dagster import AddDynamicPartitionsRequest
+
+    for request in result.dynamic_partitions_requests or []:
+        if isinstance(request, AddDynamicPartitionsRequest):
+            instance.add_dynamic_partitions(DOCUMENTS, list(request.partition_keys))
+        else:
+            for key in request.partition_keys:
+                instance.delete_dynamic_partition(DOCUMENTS, key)
+
+
+def sensor_tick(settings, instance, cursor=None, sensor=None):
+    """One tick of the real source sensor, evaluated and applied as the daemon would
+    (runs are requested, not launched)."""
+    from dagster import build_sensor_context
+
+    from ingest_pipeline.resources import resources_for
+
+    sensor = sensor or build_definitions(settings).resolve_sensor_def("source_files_sensor")
+    with build_sensor_context(instance=instance, cursor=cursor, resources=resources_for(settings)) as context:
+        result = sensor(context)
+    apply_partition_requests(instance, result)
+    return result

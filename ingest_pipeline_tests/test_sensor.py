@@ -3,29 +3,17 @@
 import json
 import os
 
-from dagster import build_sensor_context
-
 from ingest_pipeline.definitions import build_definitions
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import resources_for
 from ingest_pipeline.partitions import contiguous_batches
 from ingest_pipeline.sensors import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, BATCH_TAG
 from ingest_pipeline_tests.conftest import write
-from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, run_batch, temporary_instance
+from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, run_batch, sensor_tick, temporary_instance
 
 
 def tick(pipeline, instance, cursor=None):
-    defs = build_definitions(pipeline.settings)
-    sensor = defs.resolve_sensor_def("source_files_sensor")
-    with build_sensor_context(instance=instance, cursor=cursor, resources=resources_for(pipeline.settings)) as context:
-        result = sensor(context)
-    for request in result.dynamic_partitions_requests or []:  # what the daemon does with the result
-        if type(request).__name__ == "AddDynamicPartitionsRequest":
-            instance.add_dynamic_partitions(DOCUMENTS, list(request.partition_keys))
-        else:
-            for key in request.partition_keys:
-                instance.delete_dynamic_partition(DOCUMENTS, key)
-    return result
+    return sensor_tick(pipeline.settings, instance, cursor)
 
 
 def test_contiguous_batches_cover_exactly_the_wanted_keys():

@@ -18,10 +18,9 @@ from ingest_pipeline import sensors
 from ingest_pipeline.definitions import build_definitions
 from ingest_pipeline.documents import entry_for
 from ingest_pipeline.partitions import DOCUMENTS
-from ingest_pipeline.resources import resources_for
 from ingest_pipeline.sensors import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from ingest_pipeline.vector_index import index_schema
-from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, temporary_instance
+from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, sensor_tick, temporary_instance
 
 FILES = 10_000
 ODD_NAMES = [
@@ -51,14 +50,7 @@ class Counting:
 
 
 def _tick(pipeline, instance, sensor, cursor):
-    with build_sensor_context(instance=instance, cursor=cursor, resources=resources_for(pipeline.settings)) as ctx:
-        result = sensor(ctx)
-    for request in result.dynamic_partitions_requests or []:
-        if type(request).__name__ == "AddDynamicPartitionsRequest":
-            instance.add_dynamic_partitions(DOCUMENTS, list(request.partition_keys))
-        else:
-            for key in request.partition_keys:
-                instance.delete_dynamic_partition(DOCUMENTS, key)
+    result = sensor_tick(pipeline.settings, instance, cursor, sensor)
     for request in result.run_requests:  # the daemon launches them; here they "succeed"
         create_run_for_test(instance, job_name=request.job_name, status=DagsterRunStatus.SUCCESS,
                             tags=dict(request.tags))

@@ -21,7 +21,7 @@ from ingest_pipeline.shard_sensor import evaluate_shards
 from ingest_pipeline.shards import Listed, ShardScheme, is_shard_key, scan, source_document_id
 from ingest_pipeline.store import Store
 from ingest_pipeline_tests.conftest import write
-from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, temporary_instance
+from ingest_pipeline_tests.dagster_helpers import apply_partition_requests, fresh_pipeline, sensor_tick, temporary_instance
 
 DOCS = {
     "notes/watering.md": "# Watering\n\nTomatoes need two litres a day in summer.\n\n## Night\n\nNever water at night.\n",
@@ -69,9 +69,7 @@ def _run_sensor_tick(p, instance, cursor):
     defs = build_definitions(p.settings)
     context = build_sensor_context(instance=instance, cursor=cursor)
     result = evaluate_shards(context, p, INGEST_JOB, CATALOG_JOB)
-    for request in result.dynamic_partitions_requests:
-        if type(request).__name__ == "AddDynamicPartitionsRequest":
-            instance.add_dynamic_partitions(DOCUMENTS, list(request.partition_keys))
+    apply_partition_requests(instance, result)
     resources = resources_for(p.settings)
     for request in result.run_requests or []:
         job = defs.resolve_job_def(request.job_name)
@@ -146,17 +144,7 @@ def test_shard_mode_cuts_the_same_chunks_into_the_same_lake(tmp_path):
 
 def _tick(p, instance, cursor=None):
     """The real source sensor (shard mode), as the daemon would evaluate it."""
-    defs = build_definitions(p.settings)
-    sensor = defs.resolve_sensor_def("source_files_sensor")
-    with build_sensor_context(instance=instance, cursor=cursor, resources=resources_for(p.settings)) as context:
-        result = sensor(context)
-    for request in result.dynamic_partitions_requests or []:
-        if type(request).__name__ == "AddDynamicPartitionsRequest":
-            instance.add_dynamic_partitions(DOCUMENTS, list(request.partition_keys))
-        else:
-            for key in request.partition_keys:
-                instance.delete_dynamic_partition(DOCUMENTS, key)
-    return result
+    return sensor_tick(p.settings, instance, cursor)
 
 
 def _ended(instance, cursor, status):
