@@ -1,0 +1,91 @@
+"""The instance of a storage root: its event log keeps SQLite connections open, writes the
+very files Dagster's own storage reads, and never reports a partition missing that another
+process has added."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from dagster import DagsterEventType, DagsterInstance
+from dagster._core.storage.event_log import SqliteEventLogStorage
+
+from ingest_pipeline.instance import DAGSTER_YAML, KeptOpenSqliteEventLogStorage, instance_for, runs_directory
+from ingest_pipeline.partitions import DOCUMENTS
+from ingest_pipeline.runner import ingest
+from ingest_pipeline_tests.conftest import write
+from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
+
+
+def _stock_instance(home):
+    """The same home read through Dagster's stock SQLite event log (what a user's own
+    ``dagster`` without this package's class would use)."""
+    stock = DAGSTER_YAML.replace("module: ingest_pipeline.instance\n  class: KeptOpenSqliteEventLogStorage",
+                                 f"module: dagster._core.storage.event_log\n  class: SqliteEventLogStorage\n"
+                                 f"  config:\n    base_dir: {runs_directory(str(home))}")
+    other = home.parent / "stock_home"
+    other.mkdir()
+    (other / "dagster.yaml").write_text(stock)
+    # Runs and schedules live under the home; the stock instance is pointed at the same files.
+    (other / "history").symlink_to(home / "history")
+    return DagsterInstance.from_config(str(other))
+
+
+def test_a_run_written_through_kept_open_connections_reads_the_same_through_dagsters_own_storage(data_dir):
+    for i in range(3):
+        write(data_dir / "sources" / f"note_{i}.txt", f"note {i} about the greenhouse heating\n")
+    pipeline = fresh_pipeline(data_dir)
+    instance = instance_for(pipeline.settings.dagster_home)
+    assert isinstance(instance.event_log_storage, KeptOpenSqliteEventLogStorage)
+    report = ingest(pipeline, instance=instance)
+    assert report.run_ids and not report.failed
+
+    stock = _stock_instance(data_dir / "dagster_home")
+    assert type(stock.event_log_storage) is SqliteEventLogStorage
+    run_id = report.run_ids[0]
+    ours = [r.dagster_event.event_type for r in instance.all_logs(run_id) if r.dagster_event]
+    theirs = [r.dagster_event.event_type for r in stock.all_logs(run_id) if r.dagster_event]
+    assert ours == theirs and DagsterEventType.ASSET_MATERIALIZATION in theirs
+    materialized = stock.get_materialized_partitions(
+        next(r.dagster_event.asset_key for r in stock.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)))
+    assert materialized == set(instance.get_dynamic_partitions(DOCUMENTS))
+
+
+def test_a_partition_another_process_adds_is_never_reported_missing(data_dir):
+    home = data_dir / "dagster_home"
+    instance = instance_for(str(home))
+    instance.add_dynamic_partitions(DOCUMENTS, ["doc_a"])
+    assert instance.get_dynamic_partitions(DOCUMENTS) == ["doc_a"]  # now kept for a second
+    script = textwrap.dedent(f"""
+        from ingest_pipeline.instance import instance_for
+        instance_for({str(home)!r}).add_dynamic_partitions("documents", ["doc_b"])
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    assert instance.has_dynamic_partition(DOCUMENTS, "doc_b")  # not in the kept list: looked up
+    storage = instance.event_log_storage
+    storage.PARTITIONS_SECONDS = 0.0  # the list kept a moment ago is stale at once
+    assert instance.get_dynamic_partitions(DOCUMENTS) == ["doc_a", "doc_b"]
+    instance.delete_dynamic_partition(DOCUMENTS, "doc_a")  # this process's own change: seen at once
+    storage.PARTITIONS_SECONDS = 60.0
+    assert instance.get_dynamic_partitions(DOCUMENTS) == ["doc_b"]
+    assert not instance.has_dynamic_partition(DOCUMENTS, "doc_a")
+
+
+def test_the_instance_of_a_root_ignores_a_dagster_home_pointing_elsewhere(data_dir, tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(elsewhere))
+    instance = instance_for(str(data_dir / "dagster_home"))
+    assert instance.event_log_storage._base_dir == runs_directory(str(data_dir / "dagster_home"))
+    monkeypatch.delenv("DAGSTER_HOME")
+    with pytest.raises(RuntimeError, match="needs DAGSTER_HOME"):
+        KeptOpenSqliteEventLogStorage.from_config_value(None, {})
+
+
+def test_old_run_shards_are_closed_beyond_the_kept_number(data_dir):
+    storage = instance_for(str(data_dir / "dagster_home")).event_log_storage
+    for i in range(storage.KEEP + 3):
+        with storage.run_connection(f"run_{i}") as conn:
+            conn.exec_driver_sql("SELECT 1")
+    kept = list(storage._engines)
+    assert len(kept) == storage.KEEP and kept[-1] == f"run_{storage.KEEP + 2}" and "run_0" not in kept
