@@ -32,8 +32,9 @@ from ingest_pipeline.identity import canonical_json, sha256_text
 from ingest_pipeline.settings import PASSWORDS_FILE
 from ingest_pipeline.store import Store
 
-# Failures that depend on the machine's load or the run, not on the document: retried.
-TRANSIENT_ERRORS = {"ParseLimitExceeded"}
+# Failures that depend on the machine's load, the run or the network, not on the document:
+# a document that has one is never marked current, so the next run retries it.
+TRANSIENT_ERRORS = {"ParseLimitExceeded", "SourceUnavailable"}
 
 
 def run_identity(parts) -> str:

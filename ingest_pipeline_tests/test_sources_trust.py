@@ -122,3 +122,37 @@ def test_a_file_that_turns_unreadable_leaves_search_but_not_the_history(data_dir
     write(root / "report.pdf", simple_pdf([["Tomato yield rose to forty kilograms per square metre."]]))
     third = ingest(p)
     assert doc in third.new and not third.failed and p.index.count(served, doc) > 0
+
+
+def test_a_source_that_cannot_be_read_for_now_keeps_its_rows_and_is_retried(data_dir, monkeypatch):
+    from ingest_pipeline import object_store
+
+    root = data_dir / "sources"
+    write(root / "report.pdf", simple_pdf([["Tomato yield rose to forty kilograms per square metre."]]))
+    p, first = _ingest(data_dir)
+    doc = next(iter(first.paths))
+    served = p.settings.default_profile
+    rows = p.index.count(served, doc)
+    assert rows > 0
+
+    real_stat = object_store.stat
+
+    def timing_out(path):  # the bucket or share the file lives on does not answer
+        raise TimeoutError("read timed out")
+
+    write(root / "report.pdf", simple_pdf([["Tomato yield rose to fifty kilograms per square metre."]]))
+    monkeypatch.setattr(object_store, "stat", timing_out)
+    second = ingest(p)  # the new bytes cannot be observed yet: the old ones stay served
+    (failure,) = second.failed[doc]
+    assert failure["stage"] == "sources" and "next run tries again" in failure["reason"]
+    assert p.index.count(served, doc) == rows  # still served, not withdrawn
+    assert "forty" in " ".join(h["text"] for h in p.index.search(served, "tomato yield", None, k=5, mode="text"))
+    assert query(p.lake, "select count(*) as n from sources where document_id = ?", [doc]).to_pylist() == [{"n": 1}]
+    assert query(p.lake, "select error from errors where document_id = ?", [doc]).to_pylist() == [
+        {"error": "SourceUnavailable"}]
+
+    monkeypatch.setattr(object_store, "stat", real_stat)
+    third = ingest(p)  # the failed observation is retried and the new bytes served
+    assert not third.failed and doc in third.changed
+    assert query(p.lake, "select count(*) as n from errors where document_id = ?", [doc]).to_pylist() == [{"n": 0}]
+    assert "fifty" in " ".join(h["text"] for h in p.index.search(served, "tomato yield", None, k=5, mode="text"))

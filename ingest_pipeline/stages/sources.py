@@ -19,16 +19,30 @@ from ingest_pipeline.store import Store
 def observe_source(settings: Settings, store: Store, document: str, run_id: str, force: bool = False) -> Outcome:
     """Record a document's bytes: media type from the bytes, size, sha256, mtime, path.
 
-    A file that cannot be observed (refused link, over its size limit, gone) loses its
-    previous source row, so nothing downstream keeps serving what that row described."""
+    A file that definitely cannot be observed (refused link, over its size limit, gone,
+    not readable by us) loses its previous source row, so nothing downstream keeps serving
+    what that row described. Any other failure to read it (a bucket that times out, a
+    dropped connection) is ``SourceUnavailable``: the previous rows stay served and the next
+    run tries again."""
     entry = store.entry(document)
     if entry is None:
         raise StageError(f"document {document} is not in the inventory; ingest its file first")
     try:
         return _observe(settings, store, entry, run_id, force)
-    except Exception:
+    except DEFINITE_FAILURES:
         store.delete_source(document)
         raise
+    except Exception as exc:
+        raise SourceUnavailable(f"could not read {entry.path} now ({type(exc).__name__}: {exc}); its previous "
+                                "rows stay served and the next run tries again") from exc
+
+
+class SourceUnavailable(StageError):
+    """Reading a source failed in a way that may pass (network, bucket, timeout)."""
+
+
+# Failures that say the file itself is refused, gone or unreadable: its rows are withdrawn.
+DEFINITE_FAILURES = (StageError, PermissionError, IsADirectoryError, NotADirectoryError, FileNotFoundError)
 
 
 def _observe(settings: Settings, store: Store, entry: DocumentEntry, run_id: str, force: bool) -> Outcome:
