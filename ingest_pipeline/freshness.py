@@ -163,6 +163,8 @@ class Freshness:
     def check(self, entry) -> Check:
         """Whether ``entry`` is current; on any doubt (unreadable, never marked), it is not."""
         marker = self.store.current_marker(entry.document_id)
+        if not marker:  # never finished (a cold root): nothing to compare, so nothing to read
+            return Check(False)
         try:
             state, metas = self.state(entry)
         except (OSError, ValueError):
