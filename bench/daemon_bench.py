@@ -46,9 +46,11 @@ def served_documents(data: Path) -> set[str]:
 
 
 def sensor_runs(home: Path) -> list:
-    from dagster import DagsterInstance, RunsFilter
+    from dagster import RunsFilter
 
-    instance = DagsterInstance.from_config(str(home))
+    from ingest_pipeline.instance import instance_for
+
+    instance = instance_for(str(home))
     try:
         return instance.get_run_records(filters=RunsFilter(tags={"ingest_pipeline/source": "sensor"},
                                                            job_name="ingest_documents"))
