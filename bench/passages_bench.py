@@ -139,8 +139,8 @@ def phase_bare(data: str, batch: int) -> dict:
 
     p = parts_for(data)
     served = p.settings.default_profile
-    texts = sorted({r["t"] for r in query(p.lake, f"select coalesce(embed_text, text) as t from chunks where "
-                                                  f"profile = '{served}' and text is not null").to_pylist()})
+    texts = sorted({r["t"] for r in query(p.lake, "select coalesce(embed_text, text) as t from chunks where "
+                                                  "profile = ? and text is not null", [served]).to_pylist()})
     tokenizer = Tokenizer.from_file(MiniLMEmbedder.tokenizer_path())
     tokenizer.enable_truncation(max_length=256)
     session = ort.InferenceSession(MiniLMEmbedder.model_path(), providers=["CPUExecutionProvider"])
@@ -176,6 +176,7 @@ def main() -> int:
     parser.add_argument("--pdfs", default=str(DEFAULT_PDFS))
     parser.add_argument("--keep", help="folder to keep the storage roots in (default: a temporary one)")
     parser.add_argument("--config", default=str(ROOT / "data" / "ingest_pipeline.toml"))
+    parser.add_argument("--out", help="also write the report to this JSON file (e.g. bench/results/passages.json)")
     parser.add_argument("--phase", choices=("plain", "ingest", "bare"))
     parser.add_argument("--data")
     parser.add_argument("--work")
@@ -209,7 +210,11 @@ def main() -> int:
                                              (plain["pages"] / plain["seconds"]), 3),
         "peak_memory_over_plain": round(ingest["peak_mib"] / plain["peak_mib"], 3),
     }
+    results["machine"] = {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+                          "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     print(json.dumps(results, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
 
