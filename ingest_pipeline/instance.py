@@ -152,30 +152,26 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
                 with conn.begin():
                     yield conn
 
-    def has_table(self, table_name: str) -> bool:
-        if table_name in self._tables:  # tables are added by migrations, never dropped
+    def _seen(self, key: Any, lookup) -> bool:
+        """A schema fact (table, column, index) once found stays: migrations only add them."""
+        if key in self._tables:
             return True
-        found = super().has_table(table_name)
+        found = lookup()
         if found:
-            self._tables.add(table_name)
+            self._tables.add(key)
         return found
+
+    def has_table(self, table_name: str) -> bool:
+        return self._seen(table_name, lambda: super(KeptOpenSqliteEventLogStorage, self).has_table(table_name))
 
     def _has_asset_key_col_on_connection(self, conn: Any, column_name: str) -> bool:
-        # Asked before every asset event; columns come with migrations and stay.
-        if ("asset_keys", column_name) in self._tables:
-            return True
-        found = super()._has_asset_key_col_on_connection(conn, column_name)
-        if found:
-            self._tables.add(("asset_keys", column_name))
-        return found
+        # Asked before every asset event.
+        return self._seen(("asset_keys", column_name), lambda: super(
+            KeptOpenSqliteEventLogStorage, self)._has_asset_key_col_on_connection(conn, column_name))
 
     def has_secondary_index(self, name: str) -> bool:
-        if ("secondary_index", name) in self._tables:
-            return True
-        found = super().has_secondary_index(name)
-        if found:
-            self._tables.add(("secondary_index", name))
-        return found
+        return self._seen(("secondary_index", name),
+                          lambda: super(KeptOpenSqliteEventLogStorage, self).has_secondary_index(name))
 
     def _kept_partitions(self, name: str) -> tuple[list[str], frozenset[str]] | None:
         kept = self._partitions.get(name)
