@@ -72,6 +72,18 @@ def runs_directory(home: str) -> str:
     return os.path.join(os.path.abspath(home), "history", "runs")
 
 
+def _last_of_each_kind(events: list[Any], ids: list[Any]) -> list[tuple[Any, Any]]:
+    """The events whose ``asset_keys`` update survives a batch, in order: per asset, the last
+    of each event type. That row holds only last-written values (the last materialization, the
+    last run id, the last event's time), and an event type writes a subset of what a
+    materialization writes, so these updates leave the row exactly as all of them would, one
+    serialized record per asset instead of one per partition."""
+    last: dict[tuple[Any, Any], int] = {}
+    for position, event in enumerate(events):
+        last[(event.dagster_event.asset_key, event.dagster_event_type)] = position
+    return [(events[i], ids[i]) for i in sorted(last.values())]
+
+
 class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
     """Dagster's SQLite event log (one database per run plus an index shard), with each
     shard's engine kept open instead of created, initialised and disposed for every event.
@@ -94,12 +106,17 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
     so the webserver and the daemon read what the runs write, whichever class they use."""
 
     KEEP = 8
+    BATCH = 1000
     PARTITIONS_SECONDS = 1.0
 
     def __init__(self, base_dir: str, inst_data: Any = None):
         self._engines: OrderedDict[str, Any] = OrderedDict()
         self._tables: set[Any] = set()  # tables, columns and indexes once seen
         self._partitions: dict[str, tuple[float, list[str], frozenset[str]]] = {}
+        # Dagster hands a step's partitioned materializations and a run's planned events to
+        # ``store_event_batch`` only when this is set; it reads it at each event, in every
+        # process that opens this instance (the CLI, a run worker, the daemon).
+        os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(self.BATCH))
         super().__init__(base_dir, inst_data=inst_data)
 
     @classmethod
@@ -151,6 +168,45 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
             with engine.connect() as conn:
                 with conn.begin():
                     yield conn
+
+    def store_event_batch(self, events: Any) -> None:
+        """A batch Dagster hands over whole (``DAGSTER_EVENT_BATCH_SIZE``, set in ``__init__``):
+        a step's partitioned materializations, a run's planned events. The same rows as
+        ``store_event`` writes for each, in one transaction per database instead of two or
+        three per event."""
+        from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, EVENT_TYPE_TO_PIPELINE_RUN_STATUS
+        from dagster._core.storage.sqlalchemy_compat import db_result
+
+        def kind(event: Any) -> Any:
+            return event.dagster_event_type if event.is_dagster_event else None
+
+        if any(kind(e) in EVENT_TYPE_TO_PIPELINE_RUN_STATUS for e in events):  # never batched by Dagster
+            for event in events:
+                self.store_event(event)
+            return
+        by_run: dict[str, list[Any]] = {}
+        for event in events:
+            by_run.setdefault(event.run_id, []).append(event)
+        for run_id, group in by_run.items():
+            statements = [self.prepare_insert_event(event) for event in group]
+            with self.run_connection(run_id) as conn:
+                for statement in statements:
+                    conn.execute(statement)
+            mirrored = [(e, s) for e, s in zip(group, statements) if kind(e) in ASSET_EVENTS]
+            if mirrored:
+                with self.index_transaction() as conn:
+                    ids = []
+                    for _, statement in mirrored:
+                        with db_result(conn, statement) as result:
+                            ids.append(result.inserted_primary_key[0])
+                    self._store_asset_event_tags(conn, [e for e, _ in mirrored], ids)
+                    for event, event_id in _last_of_each_kind([e for e, _ in mirrored], ids):
+                        self._store_asset_event(conn, event, event_id)
+            for event, statement in zip(group, statements):
+                if kind(event) in ASSET_CHECK_EVENTS:
+                    with self.index_connection() as conn, db_result(conn, statement) as result:
+                        event_id = result.inserted_primary_key[0]
+                    self.store_asset_check_event(event, event_id)
 
     def _seen(self, key: Any, lookup) -> bool:
         """A schema fact (table, column, index) once found stays: migrations only add them."""
