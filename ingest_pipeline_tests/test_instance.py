@@ -89,3 +89,50 @@ def test_old_run_shards_are_closed_beyond_the_kept_number(data_dir):
             conn.exec_driver_sql("SELECT 1")
     kept = list(storage._engines)
     assert len(kept) == storage.KEEP and kept[-1] == f"run_{storage.KEEP + 2}" and "run_0" not in kept
+
+
+def _asset_story(instance, run_id):
+    """What the UI reads of a run's assets: per asset, its materialized partitions, each
+    partition's latest status line, and the asset record's last run and last partition."""
+    story = {}
+    keys = {r.dagster_event.asset_key for r in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)}
+    for key in keys:
+        partitions = instance.get_materialized_partitions(key)
+        record = instance.get_asset_records([key])[0].asset_entry
+        last = record.last_materialization_record.event_log_entry
+        story[key.to_user_string()] = (
+            sorted(partitions), record.last_run_id == run_id, last.dagster_event.partition,
+            sorted(str(e.dagster_event.step_materialization_data.materialization.metadata["status"].value)
+                   for e in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+                   if e.dagster_event.asset_key == key))
+    return story
+
+
+def test_a_steps_partitioned_materializations_are_stored_as_one_batch_that_reads_as_event_by_event(
+        tmp_path, monkeypatch):
+    stored = []
+    original = KeptOpenSqliteEventLogStorage.store_event_batch
+    monkeypatch.setattr(KeptOpenSqliteEventLogStorage, "store_event_batch",
+                        lambda self, events: (stored.append(len(events)), original(self, events))[1])
+    stories, kinds = [], []
+    for batched in (True, False):
+        data = tmp_path / ("batched" if batched else "one_by_one") / "data"
+        for i in range(4):
+            write(data / "sources" / f"note_{i}.txt", f"note {i} about the greenhouse heating\n")
+        monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", "1000" if batched else "0")
+        pipeline = fresh_pipeline(data)
+        instance = instance_for(pipeline.settings.dagster_home)
+        report = ingest(pipeline, instance=instance)
+        assert len(report.run_ids) == 1 and not report.failed
+        if batched:
+            assert stored and max(stored) >= 4  # a step's four partitions, and the run's planned events
+            written = len(stored)
+        else:
+            assert len(stored) == written  # nothing more went through a batch
+        run_id = report.run_ids[0]
+        kinds.append(sorted(str(r.dagster_event.event_type) for r in instance.all_logs(run_id) if r.dagster_event))
+        stories.append(_asset_story(instance, run_id))
+        stock = _stock_instance(data / "dagster_home")  # and Dagster's own storage reads the same
+        assert _asset_story(stock, run_id) == stories[-1]
+    assert kinds[0] == kinds[1]
+    assert stories[0] == stories[1] and all(s[1] and s[2] for s in stories[0].values())
