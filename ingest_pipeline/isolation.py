@@ -6,6 +6,8 @@ document a clear error instead of the whole run. One worker is kept per process 
 reused; it is replaced after a timeout or a crash. Its owner closes it when its work is done
 (the Dagster resource ``ParseWorkerResource`` at the end of each step, the CLI at exit), and
 the kernel ends it if its parent dies first, so no worker outlives the process it serves.
+A process that executes many runs itself (the CLI's batches) keeps one worker for all of
+them (``kept_worker``) rather than starting a fresh interpreter for each run.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import concurrent.futures
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
@@ -113,3 +116,28 @@ class ParseWorker:
     def close(self) -> None:
         """Stop the worker now (a call in flight fails); a later call starts a new one."""
         self._discard()
+
+
+_KEPT: list[ParseWorker] = []
+
+
+@contextmanager
+def kept_worker(timeout: float, memory_bytes: int | None) -> Iterator[ParseWorker]:
+    """One worker for every run this process executes while the block lasts: each run's
+    ``ParseWorkerResource`` borrows it (``kept``) instead of starting, warming and stopping
+    its own. It stops when the block ends."""
+    worker = ParseWorker(timeout, memory_bytes)
+    _KEPT.append(worker)
+    try:
+        yield worker
+    finally:
+        _KEPT.remove(worker)
+        worker.close()
+
+
+def kept(timeout: float, memory_bytes: int | None) -> ParseWorker | None:
+    """The kept worker of this process with these limits, if a ``kept_worker`` block is open."""
+    for worker in reversed(_KEPT):
+        if worker.timeout == timeout and worker.memory_bytes == memory_bytes:
+            return worker
+    return None

@@ -24,7 +24,7 @@ from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
 from ingest_pipeline.embedding import MiniLMEmbedder, minilm
-from ingest_pipeline.isolation import ParseWorker
+from ingest_pipeline.isolation import ParseWorker, kept
 from ingest_pipeline.parts import Parts
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import Settings, load_settings
@@ -165,16 +165,24 @@ class ParseWorkerResource(ConfigurableResource):
     memory_mib: int = 6144
 
     _worker: ParseWorker | None = PrivateAttr(default=None)
+    _borrowed: bool = PrivateAttr(default=False)
 
     def worker(self) -> ParseWorker:
+        """This step's worker: the process's kept one when its runs share one
+        (``isolation.kept_worker``, the CLI), else its own."""
         if self._worker is None:
-            self._worker = ParseWorker(self.timeout, self.memory_mib * 2**20 if self.memory_mib else None)
+            shared = kept(self.timeout, self.memory_bytes())
+            self._worker = shared or ParseWorker(self.timeout, self.memory_bytes())
+            self._borrowed = shared is not None
         return self._worker
 
+    def memory_bytes(self) -> int | None:
+        return self.memory_mib * 2**20 if self.memory_mib else None
+
     def teardown_after_execution(self, context: InitResourceContext) -> None:
-        if self._worker is not None:
+        if self._worker is not None and not self._borrowed:  # a kept worker stops with its block
             self._worker.close()
-            self._worker = None
+        self._worker, self._borrowed = None, False
 
 
 def parse_worker_for(settings: Settings) -> ParseWorkerResource:

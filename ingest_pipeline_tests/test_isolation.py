@@ -143,3 +143,39 @@ def test_a_parse_worker_dies_with_the_process_it_serves(tmp_path):
             owner.kill()
         if worker_pid is not None and alive(worker_pid):  # the test failed: leave no orphan behind
             os.kill(worker_pid, signal.SIGKILL)
+
+
+def test_the_runs_of_one_ingest_share_one_parse_worker_that_stops_when_the_ingest_ends(data_dir, monkeypatch):
+    """The CLI runs its batches back to back in one process: one worker parses for all of
+    them (not a fresh interpreter per run), and none is left when ``ingest`` returns."""
+    from ingest_pipeline import isolation
+    from ingest_pipeline.runner import ingest
+    from ingest_pipeline_tests.conftest import write
+    from ingest_pipeline_tests.dagster_dev import alive
+    from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
+
+    for i in range(3):
+        write(data_dir / "sources" / f"note_{i}.md", f"# Note {i}\n\nThe greenhouse heating, part {i}.\n")
+    pids, started = set(), []
+    original_call, original_executor = isolation.ParseWorker.call, isolation.ParseWorker._executor
+
+    def call(self, fn, *args):
+        value = original_call(self, fn, *args)
+        pids.update(self.pids())
+        return value
+
+    def executor(self):
+        if self._pool is None:
+            started.append(self)
+        return original_executor(self)
+
+    monkeypatch.setattr(isolation.ParseWorker, "call", call)
+    monkeypatch.setattr(isolation.ParseWorker, "_executor", executor)
+    report = ingest(fresh_pipeline(data_dir), batch_size=1)
+    assert len(report.run_ids) == 3 and not report.failed
+    assert len(started) == 1 and len(pids) == 1
+    assert isolation.kept(60, None) is None and not isolation._KEPT
+    deadline = time.monotonic() + 10
+    while alive(next(iter(pids))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(next(iter(pids)))
