@@ -202,8 +202,12 @@ def connect(lake: Lake | Store):
     return con
 
 
-def query(lake: Lake | Store, sql: str, params: list[Any] | None = None) -> pa.Table:
-    """Run ``sql`` over the views; values go in as ``?`` parameters, never into the text."""
+def query(lake: Lake | Store, sql: str, params: list[Any] | None = None, con: Any = None) -> pa.Table:
+    """Run ``sql`` over the views; values go in as ``?`` parameters, never into the text.
+    ``con``: a connection from ``connect(lake)`` to reuse (creating the views reads every
+    table's files, so a caller with several queries in a row opens one)."""
+    if con is not None:
+        return con.sql(sql, params=params or None).to_arrow_table()
     con = connect(lake)
     try:
         return con.sql(sql, params=params or None).to_arrow_table()

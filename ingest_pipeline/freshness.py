@@ -110,20 +110,28 @@ class Freshness:
         self.assets = sorted(a for a in assets if Store.keeps_asset(a))
         self.identity = run_identity(parts)
         self._rows: dict[str, dict[str, int]] = {}
-        self.errors: dict[str, list[dict[str, Any]]] = {}
+        self._errors: dict[str, list[dict[str, Any]]] | None = None
         self.reload_errors(documents)
 
-    def reload_errors(self, documents: list[str]) -> None:
-        """The errors rows of these documents and the LanceDB row counts, read once per
-        phase (the runs rewrite both)."""
-        from ingest_pipeline.catalog import query
+    def reload_errors(self, documents: list[str], con: Any = None) -> None:
+        """Forget what was read of the errors rows and LanceDB row counts (the runs rewrite
+        both): they are read again, once, for ``documents`` when next needed. ``con``: an
+        open connection with the views to read them through (else one is opened then)."""
+        self._documents, self._con = list(documents), con
+        self._errors, self._rows = None, {}
 
-        self.errors, self._rows = {}, {}
-        if documents:
-            for row in query(self.store, "SELECT document_id, stage, error, reason FROM errors "
-                                        "WHERE list_contains(?, document_id) ORDER BY stage",
-                             [list(documents)]).to_pylist():
-                self.errors.setdefault(row.pop("document_id"), []).append(row)
+    @property
+    def errors(self) -> dict[str, list[dict[str, Any]]]:
+        if self._errors is None:
+            from ingest_pipeline.catalog import query
+
+            self._errors = {}
+            if self._documents:
+                for row in query(self.store, "SELECT document_id, stage, error, reason FROM errors "
+                                             "WHERE list_contains(?, document_id) ORDER BY stage",
+                                 [self._documents], con=self._con).to_pylist():
+                    self._errors.setdefault(row.pop("document_id"), []).append(row)
+        return self._errors
 
     def _index_rows(self, profile: str) -> dict[str, int]:
         if profile not in self._rows:

@@ -10,8 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ingest_pipeline import catalog
 from ingest_pipeline.documents import collect, superseded, vanished
 from ingest_pipeline.freshness import Freshness
+from ingest_pipeline.isolation import kept_worker
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.progress import Column, DocumentEvent, StageBoard, listening
 from ingest_pipeline.resources import Parts
@@ -149,7 +151,8 @@ def ingest(
         for asset, (status, detail) in checks[doc].outcomes.items():
             hear(DocumentEvent(asset, doc, status, detail))
     try:
-        with listening(hear):
+        parse = resources["parse"]  # one parse worker for all the batches, not one per run
+        with listening(hear), kept_worker(parse.timeout, parse.memory_bytes()):
             for batch in contiguous_batches(plan.ordered, wanted - current, batch_size):
                 result = job.execute_in_process(
                     instance=instance, resources=resources, raise_on_error=False, run_config=QUIET,
@@ -168,8 +171,20 @@ def ingest(
         defs.resolve_job_def(CATALOG_JOB).execute_in_process(instance=instance, resources=resources,
                                                              tags=process_tags(), raise_on_error=False,
                                                              run_config=QUIET)
-    _summarize(parts, report, entries, heard, indexed_before)
-    freshness.reload_errors(sorted(wanted - current))
+    con = catalog.connect(store)  # the runs' results, read through one set of views
+    try:
+        _summarize(parts, report, entries, heard, indexed_before, con)
+        freshness.reload_errors(sorted(wanted - current), con)
+        _mark(freshness, report, entries, current)
+    finally:
+        con.close()
+    report.stages = board.as_dicts()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _mark(freshness: Freshness, report: IngestReport, entries, current: set[str]) -> None:
+    """Mark each document that finished as current; forget the marker of one the run broke on."""
     for entry in entries:
         failures = report.failed.get(entry.document_id, [])
         if any(f["stage"] == "run" or f["reason"].startswith("not ") for f in failures):
@@ -179,9 +194,6 @@ def ingest(
                 freshness.mark(entry)
             except OSError:  # the file went away after its run: no marker, so the next run looks again
                 freshness.forget(entry.document_id)
-    report.stages = board.as_dicts()
-    report.seconds = time.perf_counter() - started
-    return report
 
 
 def _catalog_exists(settings) -> bool:
@@ -190,7 +202,7 @@ def _catalog_exists(settings) -> bool:
 
 
 def _summarize(parts: Parts, report: IngestReport, entries, heard: dict[str, dict[str, DocumentEvent]],
-               indexed_before: set[str]) -> None:
+               indexed_before: set[str], con: Any = None) -> None:
     """Each document's status from what this run heard of it; failures from the errors table.
     ``indexed_before``: the documents the served profile had an index marker for when the
     run began (one the run indexed for the first time is new work, even if a killed run had
@@ -202,7 +214,7 @@ def _summarize(parts: Parts, report: IngestReport, entries, heard: dict[str, dic
     if not wanted:
         return
     errors = query(store, "SELECT document_id, stage, reason FROM errors WHERE list_contains(?, document_id) "
-                         "ORDER BY document_id, stage", [wanted]).to_pylist()
+                         "ORDER BY document_id, stage", [wanted], con=con).to_pylist()
     for row in errors:
         entry = {"stage": row["stage"], "reason": row["reason"]}
         if row["stage"].startswith("chunks/"):  # that chunker's pages went to the next one in order
@@ -244,4 +256,4 @@ def _summarize(parts: Parts, report: IngestReport, entries, heard: dict[str, dic
         if reason:
             report.empty[doc] = reason
     report.chunks = query(store, "SELECT count(*) AS n FROM chunks WHERE profile = ? AND list_contains(?, document_id)",
-                          [profile, wanted]).to_pylist()[0]["n"]
+                          [profile, wanted], con=con).to_pylist()[0]["n"]
