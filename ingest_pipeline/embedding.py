@@ -32,7 +32,7 @@ class MiniLMEmbedder:
     dim = 384
     max_tokens = 256
 
-    def __init__(self, batch_size: int = 64, threads: int | None = None) -> None:
+    def __init__(self, batch_size: int = 8, threads: int | None = None) -> None:
         self.batch_size = batch_size
         self.threads = threads
         self._lock = threading.Lock()
@@ -129,7 +129,7 @@ _LOADED: dict[tuple[str, int, int | None], MiniLMEmbedder] = {}
 _LOADING = threading.Lock()
 
 
-def minilm(batch_size: int = 64, threads: int | None = None) -> MiniLMEmbedder:
+def minilm(batch_size: int = 8, threads: int | None = None) -> MiniLMEmbedder:
     """The process's MiniLM model (its session loads lazily, on first use)."""
     key = (MiniLMEmbedder.model_id, batch_size, threads)
     with _LOADING:

@@ -93,7 +93,7 @@ class MiniLM(EmbedderResource):
     """all-MiniLM-L6-v2 (int8 ONNX), loaded on first use and once per process
     (``embedding.minilm``), however many runs and resource copies use it."""
 
-    batch_size: int = 64
+    batch_size: int = 8  # settings.embed_batch
     threads: int = 0  # 0: onnxruntime's default
 
     def _model(self) -> MiniLMEmbedder:
@@ -193,7 +193,7 @@ def parse_worker_for(settings: Settings) -> ParseWorkerResource:
 
 def resources_for(settings: Settings, embedder: EmbedderResource | None = None) -> dict[str, Any]:
     """The resources every job of a storage root binds (the CLI and the tests use the same)."""
-    embedder = embedder or MiniLM()
+    embedder = embedder or MiniLM(batch_size=settings.embed_batch)
     return {
         "ingest": IngestResource(data=settings.data),
         "store": StoreResource(root=settings.lake_root),

@@ -41,3 +41,13 @@ def test_the_cache_returns_what_was_put(tmp_path):
     found = cache.get(["aa", "cc", "zz"])
     assert set(found) == {"aa", "cc"} and found["cc"][0] == 2
     assert EmbeddingCache(store, "model-y").get(["aa"]) == {}
+
+
+def test_the_embed_batch_setting_is_the_batch_the_served_model_runs(tmp_path):
+    from ingest_pipeline.resources import resources_for
+    from ingest_pipeline.settings import load_settings
+
+    assert resources_for(load_settings(str(tmp_path)))["embedder"].batch_size == 8  # the measured default
+    (tmp_path / "ingest_pipeline.toml").write_text("embed_batch = 4\n")
+    embedder = resources_for(load_settings(str(tmp_path)))["embedder"]
+    assert embedder.batch_size == 4 and embedder._model().batch_size == 4

@@ -51,6 +51,12 @@ class EmbeddingCache:
         return np.stack([found[s] for s in shas]) if shas else np.zeros((0, embedder.dim), dtype=np.float32)
 
 
+# New texts gathered before the model runs and the cache and the documents' files are
+# written: enough to sort by length across documents, few enough that documents finish steadily
+# (the model itself takes them in batches of its own, ``embed_batch``).
+FLUSH_TEXTS = 64
+
+
 def embed_documents(
     store: Store, embedder: Embedder, profile: Profile, documents: Sequence[str], run_id: str,
     on_done: Callable[[Outcome], None] | None = None, force: bool = False,
@@ -105,7 +111,7 @@ def embed_documents(
     known = set(vectors)
     queue: dict[str, str] = {}  # sha -> text, waiting for the model
     waiting: list[tuple[str, pa.Table, str, set[str]]] = []
-    step = max(1, int(getattr(embedder, "batch_size", 64) or 64))
+    step = FLUSH_TEXTS
 
     def flush() -> None:
         vectors.update(cache.embed_missing(embedder, queue, vectors, run_id))
