@@ -206,13 +206,13 @@ def query(lake: Lake | Store, sql: str, params: list[Any] | None = None, con: An
     """Run ``sql`` over the views; values go in as ``?`` parameters, never into the text.
     ``con``: a connection from ``connect(lake)`` to reuse (creating the views reads every
     table's files, so a caller with several queries in a row opens one)."""
-    if con is not None:
-        return con.sql(sql, params=params or None).to_arrow_table()
-    con = connect(lake)
+    own = con is None
+    con = connect(lake) if own else con
     try:
         return con.sql(sql, params=params or None).to_arrow_table()
     finally:
-        con.close()
+        if own:
+            con.close()
 
 
 sql_string = _sql_string  # the one literal builder, for SQL that cannot take a parameter

@@ -109,8 +109,6 @@ class Freshness:
         self.index = parts.index
         self.assets = sorted(a for a in assets if Store.keeps_asset(a))
         self.identity = run_identity(parts)
-        self._rows: dict[str, dict[str, int]] = {}
-        self._errors: dict[str, list[dict[str, Any]]] | None = None
         self.reload_errors(documents)
 
     def reload_errors(self, documents: list[str], con: Any = None) -> None:
@@ -118,7 +116,8 @@ class Freshness:
         both): they are read again, once, for ``documents`` when next needed. ``con``: an
         open connection with the views to read them through (else one is opened then)."""
         self._documents, self._con = list(documents), con
-        self._errors, self._rows = None, {}
+        self._errors: dict[str, list[dict[str, Any]]] | None = None
+        self._rows: dict[str, dict[str, int]] = {}
 
     @property
     def errors(self) -> dict[str, list[dict[str, Any]]]:

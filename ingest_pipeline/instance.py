@@ -192,14 +192,15 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
             rows = [self._event_to_row(event) for event in group]  # each event serialized once
             with self.run_connection(run_id) as conn:
                 conn.execute(SqlEventLogStorageTable.insert(), rows)
-            mirrored = [(e, r) for e, r in zip(group, rows) if kind(e) in ASSET_EVENTS]
+            mirrored = [i for i, event in enumerate(group) if kind(event) in ASSET_EVENTS]
             if mirrored:
+                asset_events = [group[i] for i in mirrored]
                 with self.index_transaction() as conn:
                     inserted = conn.execute(SqlEventLogStorageTable.insert().returning(
-                        SqlEventLogStorageTable.c.id, sort_by_parameter_order=True), [r for _, r in mirrored])
+                        SqlEventLogStorageTable.c.id, sort_by_parameter_order=True), [rows[i] for i in mirrored])
                     ids = [row[0] for row in inserted]
-                    self._store_asset_event_tags(conn, [e for e, _ in mirrored], ids)
-                    for event, event_id in _last_of_each_kind([e for e, _ in mirrored], ids):
+                    self._store_asset_event_tags(conn, asset_events, ids)
+                    for event, event_id in _last_of_each_kind(asset_events, ids):
                         self._store_asset_event(conn, event, event_id)
             for event, row in zip(group, rows):
                 if kind(event) in ASSET_CHECK_EVENTS:
