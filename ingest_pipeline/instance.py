@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import sqlite3
+import tempfile
+import threading
 import time
 from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any
 
 from dagster._core.storage.event_log import SqliteEventLogStorage
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
 
 DAGSTER_YAML = """\
 # The Dagster instance of this storage root: runs, partitions, sensor cursors.
@@ -70,6 +76,46 @@ def instance_for(path: str):
 def runs_directory(home: str) -> str:
     """Where Dagster's SQLite storage keeps the runs' event logs under an instance home."""
     return os.path.join(os.path.abspath(home), "history", "runs")
+
+
+_TEMPLATES: dict[str, str | None] = {}
+_TEMPLATES_LOCK = threading.Lock()
+
+
+@contextmanager
+def _suppress_os_error():
+    try:
+        yield
+    except OSError:
+        pass
+
+
+def _shard_template(storage: SqliteEventLogStorage) -> str | None:
+    """An empty run database initialised by Dagster itself (tables, WAL mode, alembic stamp),
+    made once per process in a temporary folder removed at exit."""
+    import dagster
+
+    with _TEMPLATES_LOCK:
+        if dagster.__version__ in _TEMPLATES:
+            return _TEMPLATES[dagster.__version__]
+        folder = tempfile.mkdtemp(prefix="ingest-run-shard-")
+        atexit.register(shutil.rmtree, folder, True)
+        path = os.path.join(folder, "template.db")
+        try:
+            import sqlalchemy
+
+            engine = sqlalchemy.create_engine(f"sqlite:///{path}")
+            try:
+                SqliteEventLogStorage._initdb(storage, engine)
+            finally:
+                engine.dispose()
+            with sqlite3.connect(path) as conn:  # everything in the main file, no -wal beside it
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.close()
+            _TEMPLATES[dagster.__version__] = path
+        except Exception:  # noqa: BLE001 - no template: Dagster initialises each run's file itself
+            _TEMPLATES[dagster.__version__] = None
+        return _TEMPLATES[dagster.__version__]
 
 
 def _last_of_each_kind(events: list[Any], ids: list[Any]) -> list[tuple[Any, Any]]:
@@ -163,11 +209,35 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
         with self._db_lock:
             engine = self._engine_for(shard)
             if shard not in self._initialized_dbs:
-                self._initdb(engine)
+                if shard == INDEX_SHARD_NAME or not self._copy_template(shard):
+                    self._initdb(engine)
                 self._initialized_dbs.add(shard)
             with engine.connect() as conn:
                 with conn.begin():
                     yield conn
+
+    def _copy_template(self, shard: str) -> bool:
+        """A new run's database as a copy of an empty one this process initialised once.
+        Dagster creates each run's SQLite file with its tables and then stamps it through
+        alembic, which reads its migration scripts from disk every time (about 70 ms a run);
+        a copy is the same file. False, and Dagster's own initialisation runs, when the file
+        already exists (another process began it) or no template could be made."""
+        path = self.path_for_shard(shard)
+        if os.path.exists(path):
+            return False
+        template = _shard_template(self)
+        if template is None:
+            return False
+        partial = f"{path}.{os.getpid()}.{threading.get_ident()}.partial"
+        try:
+            shutil.copyfile(template, partial)
+            os.link(partial, path)  # never over a file another process has begun
+        except OSError:
+            return False
+        finally:
+            with _suppress_os_error():
+                os.unlink(partial)
+        return True
 
     def store_event_batch(self, events: Any) -> None:
         """A batch Dagster hands over whole (``DAGSTER_EVENT_BATCH_SIZE``, set in ``__init__``):

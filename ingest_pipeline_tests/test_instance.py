@@ -2,6 +2,7 @@
 very files Dagster's own storage reads, and never reports a partition missing that another
 process has added."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -136,3 +137,49 @@ def test_a_steps_partitioned_materializations_are_stored_as_one_batch_that_reads
         assert _asset_story(stock, run_id) == stories[-1]
     assert kinds[0] == kinds[1]
     assert stories[0] == stories[1] and all(s[1] and s[2] for s in stories[0].values())
+
+
+def test_a_new_runs_database_is_a_copy_of_one_dagster_initialised_and_reads_as_dagsters_own(data_dir, tmp_path):
+    """Run databases are copied from an empty one Dagster initialised (tables, WAL, alembic
+    stamp) instead of being stamped through alembic each time: the copy has Dagster's head
+    revision and exactly the schema Dagster makes, and the stock storage reads its events."""
+    import sqlite3
+
+    import sqlalchemy
+    from dagster._core.storage.event_log.sqlite import sqlite_event_log
+    from dagster._core.storage.sql import check_alembic_revision, get_alembic_config
+
+    write(data_dir / "sources" / "note.txt", "a note about the greenhouse heating\n")
+    pipeline = fresh_pipeline(data_dir)
+    instance = instance_for(pipeline.settings.dagster_home)
+    storage = instance.event_log_storage
+    initialised = []
+    real = storage._initdb
+    storage._initdb = lambda engine, **kw: (initialised.append(engine.url.database), real(engine, **kw))[1]
+    report = ingest(pipeline, instance=instance)
+    assert report.run_ids and not report.failed
+    run_db = storage.path_for_shard(report.run_ids[0])
+    assert os.path.exists(run_db) and run_db not in initialised  # made by copying, not by alembic
+
+    def schema(path):
+        with sqlite3.connect(path) as conn:
+            rows = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        conn.close()
+        return rows, mode
+
+    fresh = str(tmp_path / "stock.db")  # what Dagster's own initialisation makes
+    engine = sqlalchemy.create_engine(f"sqlite:///{fresh}")
+    sqlite_event_log.SqliteEventLogStorage._initdb(storage, engine)
+    engine.dispose()
+    assert schema(run_db) == schema(fresh) and schema(run_db)[1] == "wal"
+    engine = sqlalchemy.create_engine(f"sqlite:///{run_db}")
+    with engine.connect() as conn:
+        db_revision, head = check_alembic_revision(get_alembic_config(sqlite_event_log.__file__), conn)
+    engine.dispose()
+    assert db_revision == head and head
+
+    stock = _stock_instance(data_dir / "dagster_home")
+    ours = [r.dagster_event.event_type for r in instance.all_logs(report.run_ids[0]) if r.dagster_event]
+    theirs = [r.dagster_event.event_type for r in stock.all_logs(report.run_ids[0]) if r.dagster_event]
+    assert ours == theirs and DagsterEventType.ASSET_MATERIALIZATION in theirs
