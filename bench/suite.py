@@ -148,8 +148,9 @@ def _hundred_documents(folder: Path) -> None:
             (folder / f"doc_{i:03d}.txt").write_text(f"Document {i}\n\n{body}\n")
 
 
-def plain_loop(p, folder: Path, batch: int = 16) -> dict:
-    """The same library calls as the ingest job, without Dagster: per batch, every stage
+def plain_loop(p, folder: Path, batch: int | None = None) -> dict:
+    """The same library calls as the ingest job, without Dagster: per batch (of ``run_batch``
+    documents, as the ingest's runs), every stage
     for every document (embeddings and LanceDB for the indexed profiles only, as the asset
     graph has them), then the catalog."""
     from ingest_pipeline import stages
@@ -159,6 +160,7 @@ def plain_loop(p, folder: Path, batch: int = 16) -> dict:
     from ingest_pipeline.isolation import ParseWorker
 
     parser = ParseWorker(p.settings.parse_timeout, p.settings.parse_memory_bytes)
+    batch = batch or p.settings.run_batch
     entries = collect(p.settings, [str(folder)])
     p.store.save_inventory(entries)
     docs = [e.document_id for e in entries]

@@ -134,13 +134,7 @@ class Freshness:
 
     def _index_rows(self, profile: str) -> dict[str, int]:
         if profile not in self._rows:
-            counts: dict[str, int] = {}
-            table = self.index.open(profile)
-            if table is not None:
-                ids = table.search().select(["document_id"]).limit(None).to_arrow().column("document_id")
-                for doc in ids.to_pylist():
-                    counts[doc] = counts.get(doc, 0) + 1
-            self._rows[profile] = counts
+            self._rows[profile] = self.index.counts(profile)
         return self._rows[profile]
 
     def state(self, entry) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:

@@ -21,7 +21,6 @@ from ingest_pipeline.stages import FORCE_TAG, empty_reason, finished, reconcile
 from ingest_pipeline.stages.reconcile import contiguous_batches
 from ingest_pipeline.stale_runs import fail_stale_runs, process_tags
 
-RUN_BATCH = 16
 # In-process runs log to the Dagster instance (the UI shows them); the terminal gets errors only.
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
@@ -88,7 +87,7 @@ def ingest(
     paths: Sequence[str] = (),
     instance: Any = None,
     watcher: Watcher | None = None,
-    batch_size: int = RUN_BATCH,
+    batch_size: int | None = None,
     force: bool = False,
 ) -> IngestReport:
     """Materialize every per-document asset for the documents under ``paths`` (default:
@@ -97,13 +96,15 @@ def ingest(
     whose current marker still holds (``freshness``) is not run: its assets' stored
     outcomes are heard as unchanged. ``force`` ignores the markers and recomputes every
     stage of these documents whatever their fingerprints (each run is tagged
-    ``ingest/force=true``, so the UI shows why)."""
+    ``ingest/force=true``, so the UI shows why). ``batch_size``: documents per run (default:
+    ``[dagster] run_batch``, the size the sensor's runs have too)."""
     from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB, build_definitions
     from ingest_pipeline.instance import instance_for
     from ingest_pipeline.sensors import range_tags
 
     started = time.perf_counter()
     settings, store = parts.settings, parts.store
+    batch_size = batch_size or settings.run_batch
     instance = instance or instance_for(settings.dagster_home)
     for run in fail_stale_runs(instance):
         sys.stderr.write(f"run {run.run_id} ({run.job_name}) was left unfinished by process {run.pid}, which is "

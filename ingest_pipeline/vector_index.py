@@ -199,6 +199,23 @@ class VectorIndex:
             return 0
         return table.count_rows(where_equals("document_id", document) if document else None)
 
+    def counts(self, profile: str, documents: Iterable[str] | None = None) -> dict[str, int]:
+        """Rows per document in one scan of the ``document_id`` column (of ``documents`` only,
+        when given), instead of one counting query per document."""
+        table = self.open(profile)
+        found: dict[str, int] = {}
+        if table is None:
+            return found
+        wanted = None if documents is None else list(documents)
+        if wanted == []:
+            return found
+        query = table.search().select(["document_id"])
+        if wanted is not None:
+            query = query.where(where_in("document_id", wanted))
+        for doc in query.limit(None).to_arrow().column("document_id").to_pylist():
+            found[doc] = found.get(doc, 0) + 1
+        return found
+
     def search(
         self,
         profile: str,

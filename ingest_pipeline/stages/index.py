@@ -67,12 +67,14 @@ def finished(store: Store, profile: str, document: str) -> dict[str, Any] | None
 
 def index_findings(store: Store, index: VectorIndex, profile: str,
                    documents: Sequence[str]) -> tuple[dict[str, int], Finding]:
-    """Each document's LanceDB rows, and whether they equal its chunk map's rows."""
+    """Each document's LanceDB rows, and whether they equal its chunk map's rows (LanceDB's
+    rows of the whole batch read in one scan)."""
     mismatches, counts = [], {}
+    found = index.counts(profile, documents)
     for doc in documents:
         chunks = store.chunk_map(profile, doc, columns=["chunk_id"])
         expected = chunks.num_rows if chunks is not None else 0
-        actual = counts[doc] = index.count(profile, doc)
+        actual = counts[doc] = found.get(doc, 0)
         if expected != actual:
             mismatches.append({"document": doc, "parquet": expected, "lancedb": actual})
     return counts, Finding("rows_match_parquet", not mismatches, "mismatches", mismatches)
