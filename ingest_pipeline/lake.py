@@ -15,6 +15,15 @@ from pyarrow import fs as pafs
 _META_KEY = b"ingest_pipeline"
 
 
+def _meta_json(meta: dict[str, Any]) -> str:
+    return json.dumps(meta, sort_keys=True, default=str)
+
+
+def as_stored(meta: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` as ``Lake.meta`` reads it back from the file it was written with."""
+    return json.loads(_meta_json(meta))
+
+
 class Lake:
     """Tables under one root: ``<root>/<table>/[<sub>/]<name>.parquet``.
 
@@ -42,7 +51,7 @@ class Lake:
         self.fs.create_dir(folder, recursive=True)
         if meta:
             schema_meta = dict(data.schema.metadata or {})
-            schema_meta[_META_KEY] = json.dumps(meta, sort_keys=True, default=str).encode()
+            schema_meta[_META_KEY] = _meta_json(meta).encode()
             data = data.replace_schema_metadata(schema_meta)
         tmp = f"{folder}/.{uuid.uuid4().hex}.tmp"
         with self.fs.open_output_stream(tmp) as sink:

@@ -224,8 +224,11 @@ class Store:
     def chunk_map_meta(self, profile: str, document: str) -> Meta | None:
         return self.lake.meta("chunks", profile, document)
 
-    def write_chunk_map(self, profile: str, document: str, rows: list[dict[str, Any]], meta: Meta) -> None:
-        self.lake.write("chunks", (profile, document), pa.Table.from_pylist(rows, schema=tables.CHUNKS), meta=meta)
+    def write_chunk_map(self, profile: str, document: str, rows: list[dict[str, Any]], meta: Meta) -> pa.Table:
+        """Write a document's chunk map; returns the table written (the rows as they read back)."""
+        table = pa.Table.from_pylist(rows, schema=tables.CHUNKS)
+        self.lake.write("chunks", (profile, document), table, meta=meta)
+        return table
 
     def withdraw(self, profile: str, document: str, version: str, at: Any) -> None:
         """Move a document's chunk map and vectors into the lake's history (out of the public

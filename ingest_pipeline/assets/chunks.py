@@ -94,7 +94,9 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any):
             st, f"chunks/{active_info.ref}", doc, context.run_id,
             stages.run_chunker, settings, st, active, active_info, doc, context.run_id, worker,
             force=forced(context, ingest)))
-        metas = {doc: st.claim_meta(active_info.asset_name, doc) or {} for doc in keys}
+        written = {o.document: o.kept["meta"] for o in outcomes if "meta" in o.kept}  # not read back
+        metas = {doc: written[doc] if doc in written else st.claim_meta(active_info.asset_name, doc) or {}
+                 for doc in keys}
         report_partitions(context, outcomes, started, lambda o: claim_detail(
             metas.get(o.document, {}), active_info, failed=o.status == "failed"))
         return MaterializeResult(check_results=[check_result(f) for f in claim_findings(metas, check_names)])

@@ -62,7 +62,8 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         outcomes = for_each_document(context, keys, lambda doc: stages.guarded(
             st, f"chunk_map/{profile.name}", doc, context.run_id, stages.build_chunk_map,
             st, registry, profile, embedder, doc, context.run_id, force=forced(context, ingest)))
-        rows_by_doc, findings = chunk_map_findings(st, profile.name, keys, max_tokens)
+        rows_by_doc, findings = chunk_map_findings(st, profile.name, keys, max_tokens,
+                                                   {o.document: o.kept for o in outcomes})
 
         def own(outcome):
             rows = rows_by_doc.get(outcome.document, [])

@@ -93,13 +93,15 @@ def build_chunk_map(
         if any(p.status == "read" for p in pages):
             no_chunks += "; the chunkers kept nothing of the read pages"
         summary["no_chunks"] = no_chunks
-    store.write_chunk_map(profile.name, document, rows,
-                          meta={"fingerprint": fingerprint, "summary": summary, "order": [i.ref for i in order],
-                                "no_chunks": no_chunks, "empty": empty})
+    written = store.write_chunk_map(profile.name, document, rows,
+                                    meta={"fingerprint": fingerprint, "summary": summary,
+                                          "order": [i.ref for i in order], "no_chunks": no_chunks, "empty": empty})
     crash_point("chunk_maps")
     if no_chunks and not empty:
         raise NoChunks(no_chunks)
-    return Outcome(document, "empty" if empty else "new", summary)
+    kept = {"rows": written.drop_columns(["image"]).to_pylist(),  # as chunk_rows reads them back
+            "pages": [{"document_id": document, "page": p.page, "status": p.status, "text": p.text} for p in pages]}
+    return Outcome(document, "empty" if empty else "new", summary, kept)
 
 
 def withdraw_chunk_map(store: Store, profile: str, document: str) -> int | None:
@@ -157,14 +159,19 @@ COVERAGE_FLOOR = 0.95
 _WORD = re.compile(r"\w+")
 
 
-def chunk_map_findings(store: Store, profile: str, documents: Sequence[str],
-                       max_tokens: int) -> tuple[dict[str, list[dict[str, Any]]], list[Finding]]:
+def chunk_map_findings(store: Store, profile: str, documents: Sequence[str], max_tokens: int,
+                       kept: dict[str, dict[str, Any]] | None = None,
+                       ) -> tuple[dict[str, list[dict[str, Any]]], list[Finding]]:
     """A batch's chunk rows per document (image bytes left out) and the chunk map's checks
-    over them: each document's rows and pages are read once."""
-    rows_by_doc = {doc: store.chunk_rows(profile, doc) for doc in documents}
+    over them: each document's rows and pages are read once, or taken from ``kept`` (per
+    document, the ``rows`` and ``pages`` the stage just wrote and read)."""
+    kept = kept or {}
+    rows_by_doc = {doc: kept[doc]["rows"] if "rows" in kept.get(doc, {}) else store.chunk_rows(profile, doc)
+                   for doc in documents}
     rows = [r for doc in documents for r in rows_by_doc[doc]]
     columns = ["document_id", "page", "status", "text"]
-    pages_read = [r for doc in documents for r in store.page_rows(doc, columns=columns)
+    pages_read = [r for doc in documents
+                  for r in (kept[doc]["pages"] if "pages" in kept.get(doc, {}) else store.page_rows(doc, columns=columns))
                   if r["status"] == "read" and r["text"]]
     return rows_by_doc, [*chunk_row_findings(rows, max_tokens), page_text_finding(pages_read, rows)]
 

@@ -10,6 +10,7 @@ from typing import Any
 from ingest_pipeline.contract import PageChunks, PageOutput
 from ingest_pipeline.identity import sha256_bytes, with_reader_settings
 from ingest_pipeline.isolation import ParseWorker
+from ingest_pipeline.lake import as_stored
 from ingest_pipeline.merge import Claim
 from ingest_pipeline.readers.base import password_for
 from ingest_pipeline.registry import ChunkerInfo
@@ -39,7 +40,7 @@ def run_chunker(
     fingerprint = fingerprint_of(STAGE_VERSIONS["chunks"], pages_fp, info.ref, cfg_hash)
     previous = store.claim_meta(info.asset_name, document)
     if previous and previous.get("fingerprint") == fingerprint and not force:
-        return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED})
+        return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED}, {"meta": previous})
     content = source_bytes(source)
     error = None
     checks: list[dict[str, Any]] = []
@@ -75,7 +76,8 @@ def run_chunker(
             "content": _claim_content(rows, sorted({a.page for a in answer}), error, info),
             "summary": summary, "checks": checks, "metrics": metrics}
     store.write_claim(info.asset_name, document, rows, meta)
-    return Outcome(document, "failed" if error else "new", {**summary, **({"error": error} if error else {})})
+    return Outcome(document, "failed" if error else "new", {**summary, **({"error": error} if error else {})},
+                   {"meta": as_stored(meta)})
 
 
 def _claim_content(rows: list[dict[str, Any]], pages: list[int], error: str | None, info: ChunkerInfo) -> str:

@@ -59,6 +59,9 @@ class Outcome:
     document: str
     status: str  # new | unchanged | failed | skipped
     detail: dict[str, Any] = field(default_factory=dict)
+    # What the stage still holds in memory of what it just wrote or found (rows, metadata),
+    # for its asset's checks and metadata, so they need not read it back. Never metadata.
+    kept: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 def now() -> datetime:
