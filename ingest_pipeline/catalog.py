@@ -93,13 +93,13 @@ def load_httpfs(con: Any) -> bool:
     return True
 
 
-def _register_datasets(con: Any, lake: Lake | Store) -> dict[str, str]:
+def _register_datasets(con: Any, lake: Lake | Store, only: tuple[str, ...] | None = None) -> dict[str, str]:
     """Temporary views over pyarrow datasets of the lake's files (any pyarrow filesystem)."""
     import pyarrow.dataset as ds
 
     store = _store(lake)
     created = {}
-    for table in VIEWS:
+    for table in only or VIEWS:
         schema = tables.PUBLIC[table]
         files = list(store.table_files(table))
         data = ds.dataset(files, schema=schema, filesystem=store.lake.fs, format="parquet") if files else \
@@ -108,7 +108,7 @@ def _register_datasets(con: Any, lake: Lake | Store) -> dict[str, str]:
         sql = f'SELECT * FROM "lake_{table}"'
         con.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {sql}')
         created[table] = sql
-    for name, sql in DERIVED.items():
+    for name, sql in ({} if only else DERIVED).items():
         con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS {sql}')
         created[name] = sql
     return created
@@ -143,16 +143,17 @@ DERIVED = {
 }
 
 
-def create_views(con: Any, lake: Lake | Store) -> dict[str, str]:
-    """(Re)create every public view on a DuckDB connection; returns the SQL of each."""
+def create_views(con: Any, lake: Lake | Store, only: tuple[str, ...] | None = None) -> dict[str, str]:
+    """(Re)create every public view on a DuckDB connection (or ``only`` those tables' views,
+    without the derived ones); returns the SQL of each."""
     if is_remote(lake) and not load_httpfs(con):
-        return _register_datasets(con, lake)
+        return _register_datasets(con, lake, only)
     created = {}
-    for table in VIEWS:
+    for table in only or VIEWS:
         sql = view_sql(lake, table)
         con.execute(f'CREATE OR REPLACE VIEW "{table}" AS {sql}')
         created[table] = sql
-    for name, sql in DERIVED.items():
+    for name, sql in ({} if only else DERIVED).items():
         con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
         created[name] = sql
     return created
@@ -192,13 +193,14 @@ def _httpfs_loaded(con: Any) -> bool:
                             "AND loaded").fetchall()[0][0])
 
 
-def connect(lake: Lake | Store):
-    """An in-memory DuckDB connection with the views, for queries that must not contend
-    for the catalog file's single writer."""
+def connect(lake: Lake | Store, only: tuple[str, ...] | None = None):
+    """An in-memory DuckDB connection with the views (or ``only`` those tables' views: each
+    view reads the footer of every file of its table when it is created), for queries that
+    must not contend for the catalog file's single writer."""
     import duckdb
 
     con = duckdb.connect(":memory:")
-    create_views(con, lake)
+    create_views(con, lake, only)
     return con
 
 

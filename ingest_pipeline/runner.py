@@ -172,7 +172,7 @@ def ingest(
         defs.resolve_job_def(CATALOG_JOB).execute_in_process(instance=instance, resources=resources,
                                                              tags=process_tags(), raise_on_error=False,
                                                              run_config=QUIET)
-    con = catalog.connect(store)  # the runs' results, read through one set of views
+    con = catalog.connect(store, only=("errors", "chunks"))  # the runs' results, through the two views they need
     try:
         _summarize(parts, report, entries, heard, indexed_before, con)
         freshness.reload_errors(sorted(wanted - current), con)
