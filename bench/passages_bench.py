@@ -13,8 +13,8 @@ Phases (run one after another, so they do not share the two cores):
 - ``bare``: the bare model (tokenizer + ONNX session, length-sorted batches) embedding the
   served profile's distinct embedding texts, nothing else.
 
-Prints seconds, pages/s and peak memory (VmHWM of the phase's process plus its largest
-child, the parse worker) of each, the two target ratios, and where the ingest's time went
+Prints seconds, pages/s and peak memory (VmHWM of the phase's process plus the largest
+peak of its children, the parse worker, read from /proc while they live) of each, the two target ratios, and where the ingest's time went
 (Dagster step durations summed per asset).
 """
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -36,15 +35,63 @@ sys.path.insert(0, str(ROOT))
 DEFAULT_PDFS = ROOT.parent / "shared" / "qa" / "financebench-dev" / "pdfs"
 
 
-def _peak_mib() -> float:
-    """Peak resident memory of this process (VmHWM) and of its largest finished child."""
-    own = 0.0
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("VmHWM:"):
-                own = int(line.split()[1]) / 1024
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return round(own + children, 1)
+def _hwm_kib(pid: int | str = "self") -> int:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            return next((int(line.split()[1]) for line in handle if line.startswith("VmHWM:")), 0)
+    except OSError:
+        return 0
+
+
+class ChildPeaks:
+    """Each child process's own peak (VmHWM), read from /proc every 50 ms while it lives.
+
+    ``getrusage(RUSAGE_CHILDREN).ru_maxrss`` cannot stand for a child's memory here: Python
+    starts subprocesses with vfork, and a vforked child borrows its parent's address space
+    until it calls exec, so a two-megabyte ``tail`` (Dagster's compute-log capture starts
+    them for every in-process run) is charged with the parent's whole resident size at the
+    moment it was started. After exec a process has memory of its own with a fresh
+    high-water mark, so the last value read for each child is its real peak."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.last: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _children(self) -> list[int]:
+        found, todo = [], [os.getpid()]
+        while todo:
+            pid = todo.pop()
+            try:
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{task}/children") as handle:
+                        kids = [int(k) for k in handle.read().split()]
+                    found += kids
+                    todo += kids
+            except OSError:
+                continue
+        return found
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.05):
+            for pid in self._children():
+                hwm = _hwm_kib(pid)
+                if hwm:
+                    self.last[pid] = hwm
+
+    def largest_mib(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return max(self.last.values(), default=0) / 1024
+
+
+def _peak_mib(children: ChildPeaks | None = None) -> float:
+    """Peak resident memory of this process (VmHWM) plus the largest peak of any one of its
+    child processes (the parse worker), whether or not the two peaks were at the same time."""
+    return round(_hwm_kib() / 1024 + (children.largest_mib() if children else 0.0), 1)
 
 
 def _pdfs(folder: str) -> list[str]:
@@ -100,6 +147,7 @@ def phase_ingest(pdfs_dir: str, data: str) -> dict:
     from ingest_pipeline.resources import parts_for
     from ingest_pipeline.runner import ingest
 
+    children = ChildPeaks()
     p = parts_for(data)
     p.embedder.embed(["warm up"])
     started = time.perf_counter()
@@ -111,7 +159,9 @@ def phase_ingest(pdfs_dir: str, data: str) -> dict:
     return {"documents": report.documents, "failed": len(report.failed), "pages": pages,
             "seconds": round(seconds, 2), "texts_embedded": report.texts_embedded,
             "chunks_per_profile": {r["profile"]: r["n"] for r in counts}, "served": served,
-            "where_time_goes": _step_seconds(data, report.run_ids), "peak_mib": _peak_mib()}
+            "where_time_goes": _step_seconds(data, report.run_ids), "peak_mib": _peak_mib(children),
+            "peak_parts_mib": {"run_process": round(_hwm_kib() / 1024, 1),
+                               "largest_child": round(max(children.last.values(), default=0) / 1024, 1)}}
 
 
 def _step_seconds(data: str, run_ids: list[str]) -> dict:
