@@ -16,11 +16,13 @@ from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
 from ingest_pipeline_tests.servers import start_postgres, start_s3
 
 ROOT = Path(__file__).resolve().parents[1]
-# Four born-digital PDFs (7 pages) and the one no library opens, which must end as an
-# errors row. Not all 17: OCR costs ~2 CPU s a page and the model ~14 passages/s, which
-# prove nothing about storage, and every object-store request goes to a Python server.
-# Every PDF of the corpus (the encrypted and broken ones fail the same way on both sides).
-PDFS = sorted(path.name for path in (CORPUS / "files" / "pdf").glob("*.pdf"))
+# Every PDF of the corpus but one: the encrypted and broken ones must fail the same way on
+# both sides, the scanned one is read by OCR on both. Left out: the 117-page GeoTopo
+# atlas, three quarters of the corpus's 163 pages, which would only make every side
+# longer (it proves nothing about storage that its 46 other pages do not; test_cli_corpus
+# ingests it).
+LEFT_OUT = {"pypdf-samples__GeoTopo-komprimiert.pdf"}
+PDFS = sorted(path.name for path in (CORPUS / "files" / "pdf").glob("*.pdf") if path.name not in LEFT_OUT)
 S3_SECRET = "Scale-0ut-S3-secret-9f2c"
 PG_PASSWORD = "Scale-0ut-pg-password-41d7"
 
