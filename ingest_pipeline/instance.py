@@ -10,7 +10,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from dagster._core.storage.event_log import SqliteEventLogStorage
@@ -80,14 +80,6 @@ def runs_directory(home: str) -> str:
 
 _TEMPLATES: dict[str, str | None] = {}
 _TEMPLATES_LOCK = threading.Lock()
-
-
-@contextmanager
-def _suppress_os_error():
-    try:
-        yield
-    except OSError:
-        pass
 
 
 def _shard_template(storage: SqliteEventLogStorage) -> str | None:
@@ -235,7 +227,7 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
         except OSError:
             return False
         finally:
-            with _suppress_os_error():
+            with suppress(OSError):
                 os.unlink(partial)
         return True
 
