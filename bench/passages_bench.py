@@ -13,8 +13,9 @@ Phases (run one after another, so they do not share the two cores):
 - ``bare``: the bare model (tokenizer + ONNX session, length-sorted batches) embedding the
   served profile's distinct embedding texts, nothing else.
 
-Prints seconds, pages/s and peak memory (VmHWM of the phase's process plus the largest
-peak of its children, the parse worker, read from /proc while they live) of each, the two target ratios, and where the ingest's time went
+Prints seconds, pages/s and peak memory (VmHWM of the phase's process plus the largest peak
+of its children, the parse worker, read from /proc while they live) of each, the two target
+ratios, and where the ingest's time went
 (Dagster step durations summed per asset).
 """
 
@@ -82,16 +83,17 @@ class ChildPeaks:
                 if hwm:
                     self.last[pid] = hwm
 
-    def largest_mib(self) -> float:
+    def stop(self) -> float:
+        """Stop watching; the largest peak of any one child, in MiB."""
         self._stop.set()
         self._thread.join()
         return max(self.last.values(), default=0) / 1024
 
 
-def _peak_mib(children: ChildPeaks | None = None) -> float:
+def _peak_mib(largest_child_mib: float = 0.0) -> float:
     """Peak resident memory of this process (VmHWM) plus the largest peak of any one of its
     child processes (the parse worker), whether or not the two peaks were at the same time."""
-    return round(_hwm_kib() / 1024 + (children.largest_mib() if children else 0.0), 1)
+    return round(_hwm_kib() / 1024 + largest_child_mib, 1)
 
 
 def _pdfs(folder: str) -> list[str]:
@@ -153,15 +155,15 @@ def phase_ingest(pdfs_dir: str, data: str) -> dict:
     started = time.perf_counter()
     report = ingest(p, [pdfs_dir])
     seconds = time.perf_counter() - started
+    largest_child = children.stop()
     pages = query(p.lake, "select count(*) as n from pages").to_pylist()[0]["n"]
     served = p.settings.default_profile
     counts = query(p.lake, "select profile, count(*) as n from chunks group by profile order by profile").to_pylist()
     return {"documents": report.documents, "failed": len(report.failed), "pages": pages,
             "seconds": round(seconds, 2), "texts_embedded": report.texts_embedded,
             "chunks_per_profile": {r["profile"]: r["n"] for r in counts}, "served": served,
-            "where_time_goes": _step_seconds(data, report.run_ids), "peak_mib": _peak_mib(children),
-            "peak_parts_mib": {"run_process": round(_hwm_kib() / 1024, 1),
-                               "largest_child": round(max(children.last.values(), default=0) / 1024, 1)}}
+            "where_time_goes": _step_seconds(data, report.run_ids), "peak_mib": _peak_mib(largest_child),
+            "peak_parts_mib": {"run_process": _peak_mib(), "largest_child": round(largest_child, 1)}}
 
 
 def _step_seconds(data: str, run_ids: list[str]) -> dict:

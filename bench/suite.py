@@ -136,6 +136,9 @@ def _chunk_texts(p) -> dict[str, str]:
 # ---------------------------------------------------------------- orchestration overhead
 
 
+REPEATS = 3  # pairs per orchestration section (--repeat)
+
+
 def _hundred_documents(folder: Path) -> None:
     """100 text and Markdown documents cut from the corpus Markdown, a few chunks each."""
     texts = [p.read_text(errors="replace") for p in sorted((CORPUS / "md").glob("*.md"))]
@@ -200,24 +203,21 @@ def plain_loop(p, folder: Path, batch: int | None = None) -> dict:
     return {"documents": len(docs), "texts_embedded": embedded}
 
 
-def bench_orchestration(scratch: Path) -> dict:
+def bench_orchestration(scratch: Path, repeats: int = REPEATS) -> dict:
     """100 small documents: the worst case, Dagster's cost per partition against little work."""
     base = _fresh(scratch, "orchestration")
     folder = base / "hundred"
     _hundred_documents(folder)
-    return _orchestration(base, folder)
+    return _orchestration(base, folder, repeats)
 
 
-def bench_orchestration_corpus(scratch: Path) -> dict:
+def bench_orchestration_corpus(scratch: Path, repeats: int = REPEATS) -> dict:
     """The 62 corpus documents (PDFs, Office files, CSV, Markdown) nobody here wrote."""
-    return _orchestration(_fresh(scratch, "orchestration_corpus"), CORPUS)
+    return _orchestration(_fresh(scratch, "orchestration_corpus"), CORPUS, repeats)
 
 
-REPEATS = 3  # pairs per orchestration section (--repeat)
-
-
-def _orchestration(base: Path, folder: Path) -> dict:
-    """``REPEATS`` pairs, each side from a cold root of its own, the order alternating (loop
+def _orchestration(base: Path, folder: Path, repeats: int) -> dict:
+    """``repeats`` pairs, each side from a cold root of its own, the order alternating (loop
     first, then Dagster first, ...) so neither side always pays the process's first imports
     and a cold page cache; the figure is the ratio of the two sides' medians, with every
     pair's seconds beside it (one pair alone varies by 10-15% on this machine)."""
@@ -225,19 +225,16 @@ def _orchestration(base: Path, folder: Path) -> dict:
     from ingest_pipeline.runner import ingest
 
     pairs, same = [], True
-    for i in range(REPEATS):
+    for i in range(repeats):
         dagster_root, loop_root = base / f"dagster_{i}" / "data", base / f"loop_{i}" / "data"
         dagster_root.mkdir(parents=True)
         loop_root.mkdir(parents=True)
         pd, pl = _pipeline(dagster_root), _pipeline(loop_root)
         pd.embedder.embed(["warm up"])
         pl.embedder.embed(["warm up"])
-        if i % 2 == 0:
-            loop, loop_s = _clock(plain_loop, pl, folder)
-            report, dagster_s = _clock(ingest, pd, [str(folder)])
-        else:
-            report, dagster_s = _clock(ingest, pd, [str(folder)])
-            loop, loop_s = _clock(plain_loop, pl, folder)
+        sides = {"loop": lambda: plain_loop(pl, folder), "dagster": lambda: ingest(pd, [str(folder)])}
+        done = {side: _clock(sides[side]) for side in (("loop", "dagster") if i % 2 == 0 else ("dagster", "loop"))}
+        (loop, loop_s), (report, dagster_s) = done["loop"], done["dagster"]
         same = same and sorted(query(pd.lake, "select chunk_id from chunks").column(0).to_pylist()) == sorted(
             query(pl.lake, "select chunk_id from chunks").column(0).to_pylist())
         pairs.append({"loop_first": i % 2 == 0, "dagster_seconds": round(dagster_s, 2),
@@ -488,7 +485,6 @@ def main() -> int:
     parser.add_argument("--scratch", help="working folder (default: a temporary one, removed after)")
     parser.add_argument("--repeat", type=int, default=REPEATS, help="pairs per orchestration section")
     args = parser.parse_args()
-    globals()["REPEATS"] = max(1, args.repeat)
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="ingest-suite-"))
     out = Path(args.out)
     report = json.loads(out.read_text()) if out.exists() and args.only else {}
@@ -498,7 +494,8 @@ def main() -> int:
     try:
         for name in args.only or list(SECTIONS):
             print(f"== {name}", file=sys.stderr, flush=True)
-            value, seconds = _clock(SECTIONS[name], scratch)
+            extra = {"repeats": max(1, args.repeat)} if name.startswith("orchestration") else {}
+            value, seconds = _clock(SECTIONS[name], scratch, **extra)
             value["section_seconds"] = round(seconds, 1)
             value["measured_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
             value["load_average_after"] = [round(x, 1) for x in os.getloadavg()]

@@ -78,18 +78,16 @@ def runs_directory(home: str) -> str:
     return os.path.join(os.path.abspath(home), "history", "runs")
 
 
-_TEMPLATES: dict[str, str | None] = {}
-_TEMPLATES_LOCK = threading.Lock()
+_TEMPLATE: list[str | None] = []  # once tried: the template's path, or None if it could not be made
+_TEMPLATE_LOCK = threading.Lock()
 
 
 def _shard_template(storage: SqliteEventLogStorage) -> str | None:
     """An empty run database initialised by Dagster itself (tables, WAL mode, alembic stamp),
     made once per process in a temporary folder removed at exit."""
-    import dagster
-
-    with _TEMPLATES_LOCK:
-        if dagster.__version__ in _TEMPLATES:
-            return _TEMPLATES[dagster.__version__]
+    with _TEMPLATE_LOCK:
+        if _TEMPLATE:
+            return _TEMPLATE[0]
         folder = tempfile.mkdtemp(prefix="ingest-run-shard-")
         atexit.register(shutil.rmtree, folder, True)
         path = os.path.join(folder, "template.db")
@@ -104,10 +102,10 @@ def _shard_template(storage: SqliteEventLogStorage) -> str | None:
             with sqlite3.connect(path) as conn:  # everything in the main file, no -wal beside it
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             conn.close()
-            _TEMPLATES[dagster.__version__] = path
+            _TEMPLATE.append(path)
         except Exception:  # noqa: BLE001 - no template: Dagster initialises each run's file itself
-            _TEMPLATES[dagster.__version__] = None
-        return _TEMPLATES[dagster.__version__]
+            _TEMPLATE.append(None)
+        return _TEMPLATE[0]
 
 
 def _last_of_each_kind(events: list[Any], ids: list[Any]) -> list[tuple[Any, Any]]:

@@ -166,12 +166,16 @@ def chunk_map_findings(store: Store, profile: str, documents: Sequence[str], max
     over them: each document's rows and pages are read once, or taken from ``kept`` (per
     document, the ``rows`` and ``pages`` the stage just wrote and read)."""
     kept = kept or {}
-    rows_by_doc = {doc: kept[doc]["rows"] if "rows" in kept.get(doc, {}) else store.chunk_rows(profile, doc)
-                   for doc in documents}
+
+    def held_or_read(doc: str, key: str, read):
+        held = kept.get(doc, {})
+        return held[key] if key in held else read()
+
+    rows_by_doc = {doc: held_or_read(doc, "rows", lambda: store.chunk_rows(profile, doc)) for doc in documents}
     rows = [r for doc in documents for r in rows_by_doc[doc]]
     columns = ["document_id", "page", "status", "text"]
     pages_read = [r for doc in documents
-                  for r in (kept[doc]["pages"] if "pages" in kept.get(doc, {}) else store.page_rows(doc, columns=columns))
+                  for r in held_or_read(doc, "pages", lambda: store.page_rows(doc, columns=columns))
                   if r["status"] == "read" and r["text"]]
     return rows_by_doc, [*chunk_row_findings(rows, max_tokens), page_text_finding(pages_read, rows)]
 
