@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import struct
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -24,6 +27,62 @@ def as_stored(meta: dict[str, Any]) -> dict[str, Any]:
     return json.loads(_meta_json(meta))
 
 
+def _footer(handle: Any) -> bytes | None:
+    """The Parquet footer of an open local file, magic included (None when the file is too
+    short or not Parquet: the caller's full read then says why)."""
+    size = os.fstat(handle.fileno()).st_size
+    if size < 12:
+        return None
+    handle.seek(size - 8)
+    tail = handle.read(8)
+    length = struct.unpack("<i", tail[:4])[0]
+    if tail[4:] != b"PAR1" or not 0 < length <= size - 12:
+        return None
+    handle.seek(size - 8 - length)
+    return handle.read(length) + tail
+
+
+class _FooterMemo:
+    """The stored metadata of footers already parsed, keyed by the footer's own bytes.
+
+    A file's metadata lives in its footer, so equal footer bytes mean equal metadata,
+    whichever file or process wrote them: reading the footer (a few KiB from the end) and
+    finding it here replaces parsing the schema, about ten times the cost. Nothing is trusted
+    from a path, a size or a time. Bounded by ``LIMIT`` bytes of footers, oldest out first."""
+
+    LIMIT = 16 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self._raw: OrderedDict[bytes, str] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, footer: bytes) -> str | None:
+        with self._lock:
+            raw = self._raw.get(footer)
+            if raw is not None:
+                self._raw.move_to_end(footer)
+            return raw
+
+    def put(self, footer: bytes, raw: str) -> None:
+        with self._lock:
+            if footer in self._raw or len(footer) > self.LIMIT // 64:
+                return
+            self._raw[footer] = raw
+            self._bytes += len(footer) + len(raw)
+            while self._bytes > self.LIMIT:
+                old, old_raw = self._raw.popitem(last=False)
+                self._bytes -= len(old) + len(old_raw)
+
+
+_MEMO = _FooterMemo()
+
+
+def _raw_meta(schema: pa.Schema) -> str:
+    raw = (schema.metadata or {}).get(_META_KEY)
+    return raw.decode() if raw else ""
+
+
 class Lake:
     """Tables under one root: ``<root>/<table>/[<sub>/]<name>.parquet``.
 
@@ -38,6 +97,7 @@ class Lake:
         else:
             self.fs, self.root = pafs.LocalFileSystem(), os.path.abspath(root)
         self.uri = root
+        self._local = isinstance(self.fs, pafs.LocalFileSystem)
 
     def path(self, table: str, *parts: str) -> str:
         *dirs, name = (table, *parts)
@@ -56,6 +116,11 @@ class Lake:
         tmp = f"{folder}/.{uuid.uuid4().hex}.tmp"
         with self.fs.open_output_stream(tmp) as sink:
             pq.write_table(data, sink, compression="zstd")
+        if self._local:  # what this file's metadata reads back as, known without parsing it again
+            with open(tmp, "rb") as handle:
+                footer = _footer(handle)
+            if footer is not None:
+                _MEMO.put(footer, _raw_meta(data.schema))
         self.fs.move(tmp, target)
         return target
 
@@ -75,11 +140,24 @@ class Lake:
     def meta(self, table: str, *parts: str) -> dict[str, Any] | None:
         """The metadata stored with a file (None when the file does not exist)."""
         path = self.path(table, *parts)
+        if self._local:
+            try:
+                handle = open(path, "rb")  # noqa: SIM115 - closed below, on every path
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                return None
+            with handle:
+                footer = _footer(handle)
+                raw = _MEMO.get(footer) if footer is not None else None
+                if raw is None:
+                    handle.seek(0)
+                    raw = _raw_meta(pq.read_schema(handle))
+                    if footer is not None:
+                        _MEMO.put(footer, raw)
+            return json.loads(raw) if raw else {}
         if self.fs.get_file_info(path).type != pafs.FileType.File:
             return None
         with self.fs.open_input_file(path) as source:
-            schema = pq.read_schema(source)
-        raw = (schema.metadata or {}).get(_META_KEY)
+            raw = _raw_meta(pq.read_schema(source))
         return json.loads(raw) if raw else {}
 
     def delete(self, table: str, *parts: str) -> bool:

@@ -30,6 +30,44 @@ def test_lake_writes_atomically_and_replaces_exactly_one_file(tmp_path, monkeypa
     assert lake.delete_document("doc1") == 1 and lake.read("pages", "doc1") is None
 
 
+def test_metadata_is_read_from_the_footer_each_time_and_parsed_only_for_footers_not_seen(tmp_path, monkeypatch):
+    """``Lake.meta`` keeps what it parsed keyed by the footer's bytes: a file rewritten behind
+    its back (another process, the same size, the same second) reads as its new content."""
+    import subprocess
+    import sys
+    import textwrap
+
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "lake"
+    lake = Lake(str(root))
+    lake.write("claims", ("v1", "doc"), pa.table({"a": [1]}), meta={"fingerprint": "aaaa", "n": 1})
+    parsed = []
+    real = pq.read_schema
+    monkeypatch.setattr(pq, "read_schema", lambda source, **kw: (parsed.append(1), real(source, **kw))[1])
+    assert lake.meta("claims", "v1", "doc") == {"fingerprint": "aaaa", "n": 1}
+    assert parsed == []  # known from the write: not parsed again
+    first = lake.meta("claims", "v1", "doc")
+    first["n"] = 99  # a caller's change to what it got is its own
+    assert lake.meta("claims", "v1", "doc") == {"fingerprint": "aaaa", "n": 1}
+
+    script = textwrap.dedent(f"""
+        import pyarrow as pa
+        from ingest_pipeline.lake import Lake
+        Lake({str(root)!r}).write("claims", ("v1", "doc"), pa.table({{"a": [1]}}), meta={{"fingerprint": "bbbb", "n": 2}})
+    """)
+    before = os.path.getsize(lake.path("claims", "v1", "doc"))
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    assert os.path.getsize(lake.path("claims", "v1", "doc")) == before  # the same size, other bytes
+    assert lake.meta("claims", "v1", "doc") == {"fingerprint": "bbbb", "n": 2}
+    assert len(parsed) == 1  # a footer this process had not seen: parsed once
+    assert lake.meta("claims", "v1", "doc") == {"fingerprint": "bbbb", "n": 2} and len(parsed) == 1
+    assert lake.meta("claims", "v1", "missing") is None and lake.meta("claims") is None
+    (root / "claims" / "v1" / "junk.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(pa.ArrowInvalid):
+        lake.meta("claims", "v1", "junk")
+
+
 def test_catalog_has_every_view_even_before_data(tmp_path):
     lake = Lake(str(tmp_path / "lake"))
     path = str(tmp_path / "catalog.duckdb")
