@@ -269,6 +269,23 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
                         event_id = result.inserted_primary_key[0]
                     self.store_asset_check_event(event, event_id)
 
+    def _store_asset_event(self, conn: Any, event: Any, event_id: int) -> None:
+        """The asset's row in ``asset_keys``, updated in place and inserted only when it is not
+        there yet. Dagster's own order (insert, and update when the key's uniqueness refuses
+        it) raises and unwinds an ``IntegrityError`` for every event after an asset's first,
+        a few milliseconds each; the row written is the same."""
+        from dagster._core.storage.event_log.schema import AssetKeyTable
+
+        if not (event.dagster_event and event.dagster_event.asset_key):
+            return
+        values = self._get_asset_entry_values(event, event_id, self._has_asset_key_index_cols_on_connection(conn))
+        if not values:
+            return
+        key = event.dagster_event.asset_key.to_string()
+        updated = conn.execute(AssetKeyTable.update().values(**values).where(AssetKeyTable.c.asset_key == key))
+        if updated.rowcount == 0:
+            conn.execute(AssetKeyTable.insert().values(asset_key=key, **values))
+
     def _seen(self, key: Any, lookup) -> bool:
         """A schema fact (table, column, index) once found stays: migrations only add them."""
         if key in self._tables:

@@ -183,3 +183,59 @@ def test_a_new_runs_database_is_a_copy_of_one_dagster_initialised_and_reads_as_d
     ours = [r.dagster_event.event_type for r in instance.all_logs(report.run_ids[0]) if r.dagster_event]
     theirs = [r.dagster_event.event_type for r in stock.all_logs(report.run_ids[0]) if r.dagster_event]
     assert ours == theirs and DagsterEventType.ASSET_MATERIALIZATION in theirs
+
+
+def test_asset_records_are_updated_in_place_without_a_refused_insert_and_match_dagsters_own(data_dir, tmp_path):
+    """The events of two runs, stored again through this storage and through Dagster's stock
+    one: the ``asset_keys`` rows come out identical, and this storage never has SQLite refuse
+    an insert (Dagster's own inserts first and updates after the refusal, for every event
+    after an asset's first)."""
+    import sqlalchemy
+
+    source = data_dir / "sources" / "note.txt"
+    write(source, "a note about the greenhouse heating\n")
+    pipeline = fresh_pipeline(data_dir)
+    instance = instance_for(pipeline.settings.dagster_home)
+    first = ingest(pipeline, instance=instance)
+    write(source, "a note about the greenhouse heating, and the boiler that feeds it\n")
+    second = ingest(pipeline, instance=instance)
+    events = [e for run in first.run_ids + second.run_ids for e in instance.all_logs(run)]
+    assert sum(e.dagster_event_type == DagsterEventType.ASSET_MATERIALIZATION for e in events) >= 2 * 10
+
+    def replay(storage):
+        refused = []
+        real = storage.index_connection
+
+        def watched():
+            context = real()
+            conn = context.__enter__()
+            listen = sqlalchemy.event.listen
+            listen(conn.engine, "handle_error", lambda ctx: refused.append(type(ctx.original_exception).__name__))
+            return _Entered(context, conn)
+
+        storage.index_connection = watched
+        for event in events:
+            storage.store_event(event)
+        with real() as conn:  # every column but the row id and the wall-clock time of the insert
+            rows = conn.exec_driver_sql("SELECT * FROM asset_keys ORDER BY asset_key")
+            names = list(rows.keys())
+            rows = [{k: v for k, v in zip(names, row) if k not in ("id", "create_timestamp")} for row in rows]
+        return rows, refused
+
+    ours, our_refusals = replay(KeptOpenSqliteEventLogStorage(str(tmp_path / "ours")))
+    theirs, their_refusals = replay(SqliteEventLogStorage(str(tmp_path / "stock")))
+    assert len(ours) >= 10 and ours == theirs and all(r["last_materialization"] for r in ours)
+    assert our_refusals == [] and "IntegrityError" in their_refusals
+
+
+class _Entered:
+    """A context manager already entered: hands back its connection, then exits it."""
+
+    def __init__(self, context, conn):
+        self.context, self.conn = context, conn
+
+    def __enter__(self):
+        return self.conn
+
+    def __exit__(self, *exc):
+        return self.context.__exit__(*exc)
