@@ -69,8 +69,70 @@ def instance_for(path: str):
     storage = config.get("event_log_storage") or {}
     if storage.get("class") != KeptOpenSqliteEventLogStorage.__name__:
         return DagsterInstance.from_config(home)
+    if not any(key in config for key in ("storage", "run_storage", "schedule_storage")):
+        _seed_databases(home)  # SQLite everywhere, as DAGSTER_YAML has it
     ours = {**storage, "config": {**(storage.get("config") or {}), "base_dir": runs_directory(home)}}
     return DagsterInstance.from_ref(InstanceRef.from_dir(home, overrides={"event_log_storage": ours}))
+
+
+# The SQLite databases of an instance home: runs, schedules and sensor ticks, the event log's index.
+HOME_DATABASES = (("history", "runs.db"), ("schedules", "schedules.db"), ("history", "runs", "index.db"))
+_HOME_TEMPLATE: list[str | None] = []  # once tried: a home Dagster initialised, or None
+_HOME_LOCK = threading.Lock()
+
+
+def _home_template() -> str | None:
+    """A home whose databases Dagster itself created (tables, WAL mode, alembic stamp, data
+    migrations marked done), made once per process in a temporary folder removed at exit."""
+    with _HOME_LOCK:
+        if _HOME_TEMPLATE:
+            return _HOME_TEMPLATE[0]
+        folder = tempfile.mkdtemp(prefix="ingest-home-template-")
+        atexit.register(shutil.rmtree, folder, True)
+        try:
+            from dagster import DagsterInstance
+            from dagster._core.instance.ref import InstanceRef
+
+            home = ensure_dagster_home(folder)
+            config = {"module": __name__, "class": KeptOpenSqliteEventLogStorage.__name__,
+                      "config": {"base_dir": runs_directory(home)}}
+            instance = DagsterInstance.from_ref(InstanceRef.from_dir(home, overrides={"event_log_storage": config}))
+            with instance.event_log_storage.index_connection():
+                pass  # the index database is made on first use
+            instance.dispose()
+            for parts in HOME_DATABASES:
+                with sqlite3.connect(os.path.join(home, *parts)) as conn:  # all in the main file
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn.close()
+            _HOME_TEMPLATE.append(home)
+        except Exception:  # noqa: BLE001 - no template: Dagster creates each home's databases itself
+            _HOME_TEMPLATE.append(None)
+        return _HOME_TEMPLATE[0]
+
+
+def _seed_databases(home: str) -> None:
+    """A new home's databases as copies of the template's: Dagster creates each through alembic,
+    which reads its migration scripts from disk (about 0.3 s for the three); the copy is the same
+    file, and Dagster then finds it at its head revision. A database already there, begun by
+    any process, is never replaced."""
+    missing = [parts for parts in HOME_DATABASES if not os.path.exists(os.path.join(home, *parts))]
+    if not missing:
+        return
+    template = _home_template()
+    if template is None:
+        return
+    for parts in missing:
+        target = os.path.join(home, *parts)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        partial = f"{target}.{os.getpid()}.{threading.get_ident()}.partial"
+        try:
+            shutil.copyfile(os.path.join(template, *parts), partial)
+            os.link(partial, target)  # never over a file another process has begun
+        except OSError:
+            pass  # Dagster creates it, as without a template
+        finally:
+            with suppress(OSError):
+                os.unlink(partial)
 
 
 def runs_directory(home: str) -> str:

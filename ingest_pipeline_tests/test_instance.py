@@ -239,3 +239,55 @@ class _Entered:
 
     def __exit__(self, *exc):
         return self.context.__exit__(*exc)
+
+
+def test_a_new_homes_databases_are_copies_dagster_finds_at_its_head_and_each_home_keeps_its_own_identity(
+        tmp_path, monkeypatch):
+    """A new storage root's run, schedule and event-index databases are copied from a home
+    Dagster initialised once per process, not created through alembic each time: the copies
+    hold exactly what Dagster's own creation makes, and no home shares another's identity."""
+    import sqlite3
+
+    from dagster._core.storage.event_log.sqlite import sqlite_event_log
+    from dagster._core.storage.runs.sqlite import sqlite_run_storage
+    from dagster._core.storage.schedules.sqlite import sqlite_schedule_storage
+
+    from ingest_pipeline import instance as instance_module
+    from ingest_pipeline.instance import HOME_DATABASES
+
+    instance_for(str(tmp_path / "first"))  # the process's template exists from here on
+    stamped = []
+    for module in (sqlite_run_storage, sqlite_schedule_storage, sqlite_event_log):
+        real = module.stamp_alembic_rev
+        monkeypatch.setattr(module, "stamp_alembic_rev",
+                            lambda *a, _real=real, **kw: (stamped.append(a[0].config_file_name), _real(*a, **kw))[1])
+    seeded = instance_for(str(tmp_path / "seeded"))
+    with seeded.event_log_storage.index_connection():
+        pass
+    assert stamped == []  # nothing created through alembic
+    monkeypatch.setattr(instance_module, "_seed_databases", lambda home: None)
+    made = instance_for(str(tmp_path / "made"))  # what Dagster makes without the copies
+    with made.event_log_storage.index_connection():
+        pass
+    assert len(stamped) == 3
+
+    def contents(home, parts):
+        with sqlite3.connect(os.path.join(home, *parts)) as conn:
+            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            found = {
+                "schema": conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name").fetchall(),
+                "journal": conn.execute("PRAGMA journal_mode").fetchone()[0],
+                "revision": conn.execute("SELECT * FROM alembic_version").fetchall(),
+                "marked": sorted(r[0] for r in conn.execute("SELECT name FROM secondary_indexes"))
+                if "secondary_indexes" in tables else None,
+                "rows": {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+                         for t in tables if t not in ("alembic_version", "secondary_indexes")},
+            }
+        conn.close()
+        return found
+
+    for parts in HOME_DATABASES:
+        ours, dagsters = contents(tmp_path / "seeded", parts), contents(tmp_path / "made", parts)
+        assert ours == dagsters and ours["journal"] == "wal" and ours["revision"], parts
+        assert not any(ours["rows"].values())  # empty: no run, tick or identity carried over
+    assert seeded.run_storage.get_run_storage_id() != made.run_storage.get_run_storage_id()
