@@ -278,3 +278,56 @@ def test_chunker_modules_import_no_parser():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_the_pdf_versions_share_each_pages_extracted_lines_and_answer_exactly_as_alone():
+    """pdf@1-4 lay out the same pages: the first to reach a page extracts its lines, the others
+    take a copy (the layout steps change their lines, so a copy must be fresh), and each
+    version's answer is the one it gives on its own. Other bytes never hit."""
+    from ingest_pipeline.chunkers.passage import PdfPassagesChunker
+    from ingest_pipeline.chunkers.pdf import PAGE_LINES, PdfParagraphsChunker, PdfTablesChunker
+
+    w = PdfWriter()
+    for n in range(2):
+        p = w.page()
+        p.glyphs(72, 740, f"Part {n + 1}. Heating", size=16)
+        for i in range(6):
+            p.glyphs(72, 700 - 18 * i, f"The greenhouse boiler {n}-{i} keeps the night temperature up.")
+    content = w.to_bytes()
+    pages = text_pages(content)
+    versions = [PdfParagraphsChunker(), PdfLinesChunker(), PdfTablesChunker(), PdfPassagesChunker()]
+    alone = []
+    for version in versions:
+        PAGE_LINES.clear()
+        alone.append(version.chunk(content, PDF, pages))
+    assert all(alone) and len({repr(a) for a in alone}) == 3  # pdf@3 is pdf@2 on a page without ruled tables
+
+    PAGE_LINES.clear()
+    hits, misses = PAGE_LINES.hits, PAGE_LINES.misses
+    shared = [version.chunk(content, PDF, pages) for version in versions]
+    assert shared == alone
+    assert PAGE_LINES.misses - misses == 2  # each page extracted once, by the first version
+    assert PAGE_LINES.hits - hits == 2 * (len(versions) - 1)
+
+    other = PdfWriter()
+    other.page().glyphs(72, 740, "Part 1. Heating", size=16)
+    before = PAGE_LINES.misses
+    assert texts(chunk(other.to_bytes())) == ["Part 1. Heating"] and PAGE_LINES.misses == before + 1
+
+
+def test_the_kept_lines_stay_within_their_limit_oldest_page_out_first(monkeypatch):
+    from ingest_pipeline.chunkers.pdf import PageLinesMemo
+    from ingest_pipeline.layout.lines import Line
+
+    memo = PageLinesMemo()
+    line = Line("x" * 1000, 0.0, 0.0, 1.0, 1.0, 0, 10.0)
+    one_page = memo._size(((line.text,),))
+    monkeypatch.setattr(PageLinesMemo, "LIMIT", 8 * one_page + 1)
+    for index in range(12):
+        memo.put((b"doc", index), [line], None, 1000, "chars")
+    assert memo._bytes <= PageLinesMemo.LIMIT
+    assert memo.get((b"doc", 0)) is None and memo.get((b"doc", 3)) is None  # the oldest went first
+    kept = memo.get((b"doc", 11))
+    assert kept is not None and kept[0] == [line] and kept[0][0] is not line  # a fresh copy
+    kept[0][0].role = "heading"
+    assert memo.get((b"doc", 11))[0][0].role == "body"

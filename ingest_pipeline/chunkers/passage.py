@@ -338,18 +338,17 @@ def _page_layout(pdf, index: int, tables_chunker):
 
     import pypdfium2.raw as raw
 
+    from ingest_pipeline.chunkers.pdf import extracted_lines
     from ingest_pipeline.layout.frames import page_frame
-    from ingest_pipeline.layout.pdfium_text import extract_lines
 
     page = pdf[index]
     try:
         frame = page_frame(page)
         textpage = page.get_textpage()
         try:
-            n = textpage.count_chars()
+            lines, n, _unit = extracted_lines(pdf, index, page, textpage, frame, raw, ctypes)
             if n <= 0:
                 return [], frame, 0, [], []
-            lines, _unit = extract_lines(page, textpage, raw, ctypes, frame)
             grids = tables_chunker._grids(page, textpage, frame)
             weights = [_weight(textpage, ln.first_char, raw, ctypes) for ln in lines]
             return lines, frame, n, grids, weights

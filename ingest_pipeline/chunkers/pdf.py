@@ -3,11 +3,15 @@ tables. They reopen the bytes with PDFium (the reader's text carries no geometry
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import astuple
 
 from pydantic import Field
 
@@ -40,6 +44,94 @@ def chunk_dpi() -> float:
     return dpi if 1.0 <= dpi <= 1200.0 else DEFAULT_DPI
 
 
+class PageLinesMemo:
+    """Each page's extracted lines (with its frame and character count), kept by the process
+    that extracted them, keyed by the document's SHA-256 and the page's index.
+
+    pdf@1, pdf@2, pdf@3 and pdf@4 each lay out every page from PDFium's characters, and
+    extracting the lines is most of their work; in the parse worker, which serves every step
+    of an ingest, the first version to reach a page extracts it and the others take a copy.
+    Equal bytes give equal lines, so nothing else is trusted. A copy is fresh ``Line``
+    objects (the layout steps set their role and block). Bounded at ``LIMIT`` estimated
+    bytes, oldest page out first; a page no longer kept is extracted again. (A 159-page
+    10-K keeps about 1.5 MiB: the default holds some 6,000 pages, a batch of filings.)"""
+
+    LIMIT = 64 * 2**20
+
+    def __init__(self) -> None:
+        self._pages: OrderedDict[tuple[bytes, int], tuple] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def _size(rows: tuple) -> int:
+        return 256 + sum(120 + len(row[0]) for row in rows)
+
+    def get(self, key: tuple[bytes, int] | None):
+        """(lines, frame, chars, unit), the lines fresh objects, or None."""
+        from ingest_pipeline.layout.lines import Line
+
+        with self._lock:
+            kept = self._pages.get(key) if key is not None else None
+            if kept is None:
+                self.misses += 1
+                return None
+            self._pages.move_to_end(key)
+            self.hits += 1
+        rows, frame, chars, unit = kept
+        return [Line(*row) for row in rows], frame, chars, unit
+
+    def put(self, key: tuple[bytes, int] | None, lines, frame, chars: int, unit: str) -> None:
+        if key is None:
+            return
+        rows = tuple(astuple(line) for line in lines)
+        size = self._size(rows)
+        with self._lock:
+            if key in self._pages or size > self.LIMIT // 8:
+                return
+            self._pages[key] = (rows, frame, chars, unit)
+            self._bytes += size
+            while self._bytes > self.LIMIT:
+                _, (old, *_rest) = self._pages.popitem(last=False)
+                self._bytes -= self._size(old)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._pages.clear()
+            self._bytes = 0
+
+
+PAGE_LINES = PageLinesMemo()
+_DIGESTS: dict[int, bytes] = {}  # id of an open document -> SHA-256 of its bytes
+
+
+def page_key(pdf, index: int) -> tuple[bytes, int] | None:
+    """The memo's key of a page of a document ``opened_pdf`` opened (None for any other)."""
+    digest = _DIGESTS.get(id(pdf))
+    return (digest, index) if digest is not None else None
+
+
+def extracted_lines(pdf, index: int, page, textpage, frame, raw, ctypes) -> tuple[list, int, str]:
+    """(lines in reading order, char count, unit) of a loaded page: the kept copy, or PDFium's
+    characters laid out now and kept."""
+    key = page_key(pdf, index)
+    return _lines_of(PAGE_LINES.get(key), key, page, textpage, frame, raw, ctypes)
+
+
+def _lines_of(kept, key, page, textpage, frame, raw, ctypes) -> tuple[list, int, str]:
+    """The kept copy's (lines, chars, unit), or the page's extracted now and kept."""
+    from ingest_pipeline.layout.pdfium_text import extract_lines
+
+    if kept is not None:
+        lines, _frame, n, unit = kept
+        return lines, n, unit
+    n = textpage.count_chars()
+    lines, unit = extract_lines(page, textpage, raw, ctypes, frame) if n > 0 else ([], "none")
+    PAGE_LINES.put(key, lines, frame, n, unit)
+    return lines, n, unit
+
+
 @contextmanager
 def opened_pdf(content: bytes) -> Iterator[object | None]:
     """The document under PDFIUM_LOCK (None if it will not open), closed afterwards,
@@ -54,10 +146,13 @@ def opened_pdf(content: bytes) -> Iterator[object | None]:
         except Exception:  # noqa: BLE001 - bytes PDFium chokes on are "not mine" (B18)
             log.debug("PDFium could not open the bytes", exc_info=True)
             pdf = None
+        if pdf is not None:
+            _DIGESTS[id(pdf)] = hashlib.sha256(content).digest()
         try:
             yield pdf
         finally:
             if pdf is not None:
+                _DIGESTS.pop(id(pdf), None)
                 pdf.close()
 
 
@@ -69,17 +164,20 @@ def _page_lines(pdf, index: int, extra=None):
     import pypdfium2.raw as raw
 
     from ingest_pipeline.layout.frames import page_frame
-    from ingest_pipeline.layout.pdfium_text import extract_lines
 
+    key = page_key(pdf, index)
+    kept = PAGE_LINES.get(key)
+    if kept is not None and extra is None:  # lines alone: a kept page needs no load at all
+        lines, frame, n, unit = kept
+        return lines, frame, n, unit, None
     page = pdf[index]
     try:
         frame = page_frame(page)
         textpage = page.get_textpage()
         try:
-            n = textpage.count_chars()
+            lines, n, unit = _lines_of(kept, key, page, textpage, frame, raw, ctypes)
             if n <= 0:
                 return [], frame, 0, "none", None
-            lines, unit = extract_lines(page, textpage, raw, ctypes, frame)
             more = extra(page, textpage, frame) if extra is not None else None
             return lines, frame, n, unit, more
         finally:
