@@ -101,9 +101,7 @@ def _home_template() -> str | None:
                 pass  # the index database is made on first use
             instance.dispose()
             for parts in HOME_DATABASES:
-                with sqlite3.connect(os.path.join(home, *parts)) as conn:  # all in the main file
-                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                conn.close()
+                _checkpoint(os.path.join(home, *parts))
             _HOME_TEMPLATE.append(home)
         except Exception:  # noqa: BLE001 - no template: Dagster creates each home's databases itself
             _HOME_TEMPLATE.append(None)
@@ -121,18 +119,32 @@ def _seed_databases(home: str) -> None:
     template = _home_template()
     if template is None:
         return
-    for parts in missing:
+    for parts in missing:  # one not placed is created by Dagster, as without a template
         target = os.path.join(home, *parts)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        partial = f"{target}.{os.getpid()}.{threading.get_ident()}.partial"
-        try:
-            shutil.copyfile(os.path.join(template, *parts), partial)
-            os.link(partial, target)  # never over a file another process has begun
-        except OSError:
-            pass  # Dagster creates it, as without a template
-        finally:
-            with suppress(OSError):
-                os.unlink(partial)
+        _place_copy(os.path.join(template, *parts), target)
+
+
+def _checkpoint(path: str) -> None:
+    """Everything of a WAL-mode SQLite database in its main file, no -wal beside it to copy."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def _place_copy(source: str, target: str) -> bool:
+    """A copy of ``source`` at ``target``, whole or not at all, and never over a file another
+    process has begun (hard-linked from a private copy); False when it was not placed."""
+    partial = f"{target}.{os.getpid()}.{threading.get_ident()}.partial"
+    try:
+        shutil.copyfile(source, partial)
+        os.link(partial, target)
+    except OSError:
+        return False
+    finally:
+        with suppress(OSError):
+            os.unlink(partial)
+    return True
 
 
 def runs_directory(home: str) -> str:
@@ -161,9 +173,7 @@ def _shard_template(storage: SqliteEventLogStorage) -> str | None:
                 SqliteEventLogStorage._initdb(storage, engine)
             finally:
                 engine.dispose()
-            with sqlite3.connect(path) as conn:  # everything in the main file, no -wal beside it
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            conn.close()
+            _checkpoint(path)
             _TEMPLATE.append(path)
         except Exception:  # noqa: BLE001 - no template: Dagster initialises each run's file itself
             _TEMPLATE.append(None)
@@ -278,18 +288,7 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
         if os.path.exists(path):
             return False
         template = _shard_template(self)
-        if template is None:
-            return False
-        partial = f"{path}.{os.getpid()}.{threading.get_ident()}.partial"
-        try:
-            shutil.copyfile(template, partial)
-            os.link(partial, path)  # never over a file another process has begun
-        except OSError:
-            return False
-        finally:
-            with suppress(OSError):
-                os.unlink(partial)
-        return True
+        return template is not None and _place_copy(template, path)
 
     def store_event_batch(self, events: Any) -> None:
         """A batch Dagster hands over whole (``DAGSTER_EVENT_BATCH_SIZE``, set in ``__init__``):
