@@ -272,9 +272,6 @@ def _orchestration(base: Path, folder: Path, repeats: int) -> dict:
     }
 
 
-# ---------------------------------------------------------------- sensor
-
-
 def _warm_up(base: Path, folder: Path) -> None:
     """One untimed pass of each side over the smallest file of every kind in ``folder``: the
     process's first imports, readers' set-up and the tokenizer's first load are paid here,
@@ -298,6 +295,9 @@ def _warm_up(base: Path, folder: Path) -> None:
             plain_loop(p, files)
         else:
             ingest(p, [str(files)])
+
+
+# ---------------------------------------------------------------- sensor
 
 
 def bench_sensor(scratch: Path, files: int = 10_000) -> dict:

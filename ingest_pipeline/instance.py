@@ -77,35 +77,45 @@ def instance_for(path: str):
 
 # The SQLite databases of an instance home: runs, schedules and sensor ticks, the event log's index.
 HOME_DATABASES = (("history", "runs.db"), ("schedules", "schedules.db"), ("history", "runs", "index.db"))
-_HOME_TEMPLATE: list[str | None] = []  # once tried: a home Dagster initialised, or None
-_HOME_LOCK = threading.Lock()
+_MADE: dict[str, str | None] = {}  # template name -> its path, or None when it could not be made
+_MADE_LOCK = threading.Lock()
+
+
+def _made_once(name: str, make) -> str | None:
+    """The path ``make(folder)`` returned the first time this process asked for ``name``,
+    ``folder`` a temporary one removed at exit; None, for good, if it raised (Dagster then
+    initialises each database itself)."""
+    with _MADE_LOCK:
+        if name not in _MADE:
+            folder = tempfile.mkdtemp(prefix=f"ingest-{name}-")
+            atexit.register(shutil.rmtree, folder, True)
+            try:
+                _MADE[name] = make(folder)
+            except Exception:  # noqa: BLE001 - no template: Dagster initialises each database itself
+                _MADE[name] = None
+        return _MADE[name]
 
 
 def _home_template() -> str | None:
     """A home whose databases Dagster itself created (tables, WAL mode, alembic stamp, data
-    migrations marked done), made once per process in a temporary folder removed at exit."""
-    with _HOME_LOCK:
-        if _HOME_TEMPLATE:
-            return _HOME_TEMPLATE[0]
-        folder = tempfile.mkdtemp(prefix="ingest-home-template-")
-        atexit.register(shutil.rmtree, folder, True)
-        try:
-            from dagster import DagsterInstance
-            from dagster._core.instance.ref import InstanceRef
+    migrations marked done), made once per process."""
 
-            home = ensure_dagster_home(folder)
-            config = {"module": __name__, "class": KeptOpenSqliteEventLogStorage.__name__,
-                      "config": {"base_dir": runs_directory(home)}}
-            instance = DagsterInstance.from_ref(InstanceRef.from_dir(home, overrides={"event_log_storage": config}))
-            with instance.event_log_storage.index_connection():
-                pass  # the index database is made on first use
-            instance.dispose()
-            for parts in HOME_DATABASES:
-                _checkpoint(os.path.join(home, *parts))
-            _HOME_TEMPLATE.append(home)
-        except Exception:  # noqa: BLE001 - no template: Dagster creates each home's databases itself
-            _HOME_TEMPLATE.append(None)
-        return _HOME_TEMPLATE[0]
+    def make(folder: str) -> str:
+        from dagster import DagsterInstance
+        from dagster._core.instance.ref import InstanceRef
+
+        home = ensure_dagster_home(folder)
+        config = {"module": __name__, "class": KeptOpenSqliteEventLogStorage.__name__,
+                  "config": {"base_dir": runs_directory(home)}}
+        instance = DagsterInstance.from_ref(InstanceRef.from_dir(home, overrides={"event_log_storage": config}))
+        with instance.event_log_storage.index_connection():
+            pass  # the index database is made on first use
+        instance.dispose()
+        for parts in HOME_DATABASES:
+            _checkpoint(os.path.join(home, *parts))
+        return home
+
+    return _made_once("home-template", make)
 
 
 def _seed_databases(home: str) -> None:
@@ -152,32 +162,23 @@ def runs_directory(home: str) -> str:
     return os.path.join(os.path.abspath(home), "history", "runs")
 
 
-_TEMPLATE: list[str | None] = []  # once tried: the template's path, or None if it could not be made
-_TEMPLATE_LOCK = threading.Lock()
-
-
 def _shard_template(storage: SqliteEventLogStorage) -> str | None:
     """An empty run database initialised by Dagster itself (tables, WAL mode, alembic stamp),
-    made once per process in a temporary folder removed at exit."""
-    with _TEMPLATE_LOCK:
-        if _TEMPLATE:
-            return _TEMPLATE[0]
-        folder = tempfile.mkdtemp(prefix="ingest-run-shard-")
-        atexit.register(shutil.rmtree, folder, True)
-        path = os.path.join(folder, "template.db")
-        try:
-            import sqlalchemy
+    made once per process."""
 
-            engine = sqlalchemy.create_engine(f"sqlite:///{path}")
-            try:
-                SqliteEventLogStorage._initdb(storage, engine)
-            finally:
-                engine.dispose()
-            _checkpoint(path)
-            _TEMPLATE.append(path)
-        except Exception:  # noqa: BLE001 - no template: Dagster initialises each run's file itself
-            _TEMPLATE.append(None)
-        return _TEMPLATE[0]
+    def make(folder: str) -> str:
+        import sqlalchemy
+
+        path = os.path.join(folder, "template.db")
+        engine = sqlalchemy.create_engine(f"sqlite:///{path}")
+        try:
+            SqliteEventLogStorage._initdb(storage, engine)
+        finally:
+            engine.dispose()
+        _checkpoint(path)
+        return path
+
+    return _made_once("run-shard", make)
 
 
 def _last_of_each_kind(events: list[Any], ids: list[Any]) -> list[tuple[Any, Any]]:

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import os
 import struct
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
+
+from ingest_pipeline.memo import BoundedMemo
 
 _META_KEY = b"ingest_pipeline"
 
@@ -42,7 +42,7 @@ def _footer(handle: Any) -> bytes | None:
     return handle.read(length) + tail
 
 
-class _FooterMemo:
+class _FooterMemo(BoundedMemo):
     """The stored metadata of footers already parsed, keyed by the footer's own bytes.
 
     A file's metadata lives in its footer, so equal footer bytes mean equal metadata,
@@ -50,29 +50,11 @@ class _FooterMemo:
     finding it here replaces parsing the schema, about ten times the cost. Nothing is trusted
     from a path, a size or a time. Bounded by ``LIMIT`` bytes of footers, oldest out first."""
 
-    LIMIT = 16 * 1024 * 1024
+    LIMIT = 16 * 2**20
+    SHARE = 64
 
-    def __init__(self) -> None:
-        self._raw: OrderedDict[bytes, str] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, footer: bytes) -> str | None:
-        with self._lock:
-            raw = self._raw.get(footer)
-            if raw is not None:
-                self._raw.move_to_end(footer)
-            return raw
-
-    def put(self, footer: bytes, raw: str) -> None:
-        with self._lock:
-            if footer in self._raw or len(footer) > self.LIMIT // 64:
-                return
-            self._raw[footer] = raw
-            self._bytes += len(footer) + len(raw)
-            while self._bytes > self.LIMIT:
-                old, old_raw = self._raw.popitem(last=False)
-                self._bytes -= len(old) + len(old_raw)
+    def _cost(self, key: bytes, value: str) -> int:
+        return len(key) + len(value)
 
 
 _MEMO = _FooterMemo()

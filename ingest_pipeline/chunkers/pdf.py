@@ -7,8 +7,6 @@ import hashlib
 import io
 import logging
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import astuple
@@ -27,6 +25,7 @@ from ingest_pipeline.contract import (
     TableLayout,
     password_of,
 )
+from ingest_pipeline.memo import BoundedMemo
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ def chunk_dpi() -> float:
     return dpi if 1.0 <= dpi <= 1200.0 else DEFAULT_DPI
 
 
-class PageLinesMemo:
+class PageLinesMemo(BoundedMemo):
     """Each page's extracted lines (with its frame and character count), kept by the process
     that extracted them, keyed by the document's SHA-256 and the page's index.
 
@@ -58,48 +57,26 @@ class PageLinesMemo:
 
     LIMIT = 64 * 2**20
 
-    def __init__(self) -> None:
-        self._pages: OrderedDict[tuple[bytes, int], tuple] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
-
     @staticmethod
     def _size(rows: tuple) -> int:
         return 256 + sum(120 + len(row[0]) for row in rows)
+
+    def _cost(self, key: tuple[bytes, int], value: tuple) -> int:
+        return self._size(value[0])
 
     def get(self, key: tuple[bytes, int] | None):
         """(lines, frame, chars, unit), the lines fresh objects, or None."""
         from ingest_pipeline.layout.lines import Line
 
-        with self._lock:
-            kept = self._pages.get(key) if key is not None else None
-            if kept is None:
-                self.misses += 1
-                return None
-            self._pages.move_to_end(key)
-            self.hits += 1
+        kept = super().get(key)
+        if kept is None:
+            return None
         rows, frame, chars, unit = kept
         return [Line(*row) for row in rows], frame, chars, unit
 
     def put(self, key: tuple[bytes, int] | None, lines, frame, chars: int, unit: str) -> None:
-        if key is None:
-            return
-        rows = tuple(astuple(line) for line in lines)
-        size = self._size(rows)
-        with self._lock:
-            if key in self._pages or size > self.LIMIT // 8:
-                return
-            self._pages[key] = (rows, frame, chars, unit)
-            self._bytes += size
-            while self._bytes > self.LIMIT:
-                _, (old, *_rest) = self._pages.popitem(last=False)
-                self._bytes -= self._size(old)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._pages.clear()
-            self._bytes = 0
+        if key is not None:
+            super().put(key, (tuple(astuple(line) for line in lines), frame, chars, unit))
 
 
 PAGE_LINES = PageLinesMemo()
