@@ -171,10 +171,16 @@ def plain_loop(p, folder: Path, batch: int | None = None) -> dict:
     """The same library calls as the ingest job, without Dagster: per batch (of ``run_batch``
     documents, as the ingest's runs), every stage
     for every document (embeddings and LanceDB for the indexed profiles only, as the asset
-    graph has them), then the catalog."""
+    graph has them), then the catalog. The checks the assets compute from the stages' output
+    (``stages.claims.claim_findings``, ``stages.chunk_map.chunk_map_findings`` and its page
+    picture, ``stages.index.index_findings``) are library calls too, and run here as there;
+    what only Dagster does (events, metadata values, run records) is what the ratio weighs."""
     from ingest_pipeline import stages
     from ingest_pipeline.catalog import build_catalog
     from ingest_pipeline.documents import collect
+    from ingest_pipeline.stages.chunk_map import chunk_map_findings, page_picture
+    from ingest_pipeline.stages.claims import claim_findings
+    from ingest_pipeline.stages.index import index_findings
 
     from ingest_pipeline.isolation import ParseWorker
 
@@ -198,13 +204,19 @@ def plain_loop(p, folder: Path, batch: int | None = None) -> dict:
                            parser)
         for chunker in used:
             info = p.registry.info(chunker)
-            for doc in keys:
-                stages.guarded(p.store, f"chunks/{info.ref}", doc, "loop", stages.run_chunker, p.settings, p.store,
-                               chunker, info, doc, "loop", parser)
+            outcomes = [stages.guarded(p.store, f"chunks/{info.ref}", doc, "loop", stages.run_chunker, p.settings,
+                                       p.store, chunker, info, doc, "loop", parser) for doc in keys]
+            written = {o.document: o.kept["meta"] for o in outcomes if "meta" in o.kept}
+            claim_findings({doc: written[doc] if doc in written else p.store.claim_meta(info.asset_name, doc) or {}
+                            for doc in keys}, tuple(getattr(chunker, "check_names", ()) or ()))
         for profile in p.settings.profiles:
-            for doc in keys:
-                stages.guarded(p.store, f"chunk_map/{profile.name}", doc, "loop", stages.build_chunk_map, p.store,
-                               p.registry, profile, p.embedder, doc, "loop")
+            outcomes = [stages.guarded(p.store, f"chunk_map/{profile.name}", doc, "loop", stages.build_chunk_map,
+                                       p.store, p.registry, profile, p.embedder, doc, "loop") for doc in keys]
+            rows_by_doc, _ = chunk_map_findings(p.store, profile.name, keys, p.embedder.max_tokens,
+                                                {o.document: o.kept for o in outcomes})
+            for rows in rows_by_doc.values():
+                if rows:
+                    page_picture(p.store, p.settings.passwords, rows)
             if not p.settings.is_indexed(profile):  # as the asset graph: no embeddings, no table
                 continue
             outcomes = stages.embed_documents(p.store, p.embedder, profile, keys, "loop")
@@ -213,6 +225,8 @@ def plain_loop(p, folder: Path, batch: int | None = None) -> dict:
                 stages.guarded(p.store, f"lancedb/{profile.name}", doc, "loop", stages.index_document, p.store,
                                p.index, profile, doc, "loop")
             p.index.refresh_text_index(profile.name)
+            index_findings(p.store, p.index, profile.name, keys)
+            p.index.count(profile.name)
     build_catalog(p.lake, p.settings.catalog_path)
     parser.close()
     return {"documents": len(docs), "texts_embedded": embedded}

@@ -128,8 +128,7 @@ def outcome_metadata(outcome: Outcome, extra: Mapping[str, Any] | None = None) -
         headline = f"FAILED{' in ' + stage if stage else ''}: {reason}"
     else:
         headline = STATUS_TEXT.get(status, status)
-    metadata: dict[str, MetadataValue] = {"status": MetadataValue.text(headline),
-                                          "document": MetadataValue.text(outcome.document)}
+    metadata: dict[str, MetadataValue] = {"status": MetadataValue.text(headline)}
     for key, value in outcome.detail.items():
         if key == "stage" or (key == "reason" and status == "failed"):  # already in the headline
             continue
@@ -161,11 +160,9 @@ def report_partitions(
                  for o in members])
             context.add_asset_metadata(metadata, partition_key=shard)
         return
-    for outcome in outcomes:
-        metadata = outcome_metadata(outcome, extra(outcome) if extra else None)
-        metadata["run_documents"] = MetadataValue.int(len(outcomes))
-        metadata["run_seconds"] = MetadataValue.float(seconds)
-        context.add_asset_metadata(metadata, partition_key=outcome.document)
+    for outcome in outcomes:  # the run's own figures (documents, seconds) are the run page's, not repeated here
+        context.add_asset_metadata(outcome_metadata(outcome, extra(outcome) if extra else None),
+                                   partition_key=outcome.document)
 
 
 def check_result(finding: Finding) -> AssetCheckResult:
