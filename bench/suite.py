@@ -15,6 +15,8 @@ Sections (``--only`` picks some):
   over a file of every kind first, then ``--repeat N`` pairs (3), the order alternating; the
   ratio is of the two sides' medians.
 - ``orchestration_corpus``: the same over the 62 corpus documents.
+- ``dagster_alone``: the 100 documents again with every stage returning at once, at batches
+  of 25, 50 and 100: Dagster's cost per run and per partition, without the work.
 - ``sensor``: a tick over 10,000 files with nothing new, against a bare walk + stat of
   the same files.
 - ``duckdb``: count and group-by over 1,000,000 chunk rows through the catalog views (one
@@ -311,6 +313,43 @@ def _warm_up(base: Path, folder: Path) -> None:
             ingest(p, [str(files)])
 
 
+def bench_dagster_alone(scratch: Path, batches=(25, 50, 100), repeats: int = 2) -> dict:
+    """Dagster's own cost, with nothing else in it: the 100 documents of ``orchestration``
+    ingested once for real (so every asset has its rows), then again with ``--force`` while
+    every stage returns at once (``stages.guarded`` and ``stages.embed_documents`` replaced
+    by functions that only say "unchanged"), at each batch size. What is left is the runs,
+    steps, events and metadata, and the assets' checks (they still read what the first
+    ingest wrote). Fewer runs pay fewer runs' fixed cost, but a run's cost per partition
+    grows with its size, so the points are reported as they are, not fitted to a line."""
+    from ingest_pipeline import stages
+    from ingest_pipeline.runner import ingest
+    from ingest_pipeline.stages.common import Outcome
+
+    base = _fresh(scratch, "dagster_alone")
+    folder = base / "hundred"
+    _hundred_documents(folder)
+    real = stages.guarded, stages.embed_documents
+    points = []
+    for batch in batches:
+        root = base / f"batch_{batch}" / "data"
+        root.mkdir(parents=True)
+        p = _pipeline(root)
+        ingest(p, [str(folder)], batch_size=batch)
+        stages.guarded = lambda _st, _stage, doc, *_a, **_k: Outcome(doc, "unchanged", {})
+        stages.embed_documents = lambda _st, _emb, _prof, keys, *_a, **_k: [Outcome(d, "unchanged", {}) for d in keys]
+        try:
+            for _ in range(repeats):
+                report, seconds, cpu = _clock_both(lambda: ingest(p, [str(folder)], batch_size=batch, force=True))
+                points.append({"batch": batch, "runs": len(report.run_ids), "seconds": round(seconds, 2),
+                               "cpu_seconds": round(cpu, 2)})
+        finally:
+            stages.guarded, stages.embed_documents = real
+    by_batch = {str(b): statistics.median(pt["seconds"] for pt in points if pt["batch"] == b) for b in batches}
+    return {"documents": 100, "points": points, "median_seconds_by_batch": by_batch,
+            "note": "no stage work: the runs' fixed cost (15 steps each), the partitions' events and "
+                    "metadata, and the checks' reads"}
+
+
 # ---------------------------------------------------------------- sensor
 
 
@@ -534,7 +573,8 @@ def bench_lancedb(scratch: Path, sizes=(100_000, 1_000_000), queries: int = 50) 
 
 SECTIONS = {
     "incremental": bench_incremental, "orchestration": bench_orchestration,
-    "orchestration_corpus": bench_orchestration_corpus, "sensor": bench_sensor,
+    "orchestration_corpus": bench_orchestration_corpus, "dagster_alone": bench_dagster_alone,
+    "sensor": bench_sensor,
     "duckdb": bench_duckdb, "lancedb": bench_lancedb,
 }
 
