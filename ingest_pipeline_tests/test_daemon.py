@@ -234,6 +234,11 @@ def test_in_a_browser_every_chunker_version_is_in_the_graph_and_a_partition_show
               "where profile = 'default' group by document_id").to_pylist()}
     pdf = next(d for d, (path, _) in counts.items() if path.endswith("multicolumn.pdf"))
     csv = next(d for d, (path, _) in counts.items() if path.endswith(".csv"))
+    # Each partition's own metadata, told by its preview: the first words of its first chunk.
+    first = {r["document_id"]: r["text"] for r in query(
+        lake, "select document_id, arg_min(text, (page, \"index\")) as text from chunks "
+              "where profile = 'default' and document_id in (?, ?) group by document_id", [pdf, csv]).to_pylist()}
+    opening = {doc: r"\W+".join(re.findall(r"\w+", text)[:4]) for doc, text in first.items()}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium",
                                      args=BROWSER_ARGS)
@@ -250,7 +255,8 @@ def test_in_a_browser_every_chunker_version_is_in_the_graph_and_a_partition_show
             page.get_by_text("page_picture (chunk boxes drawn)").first.wait_for(timeout=120_000)
             text = page.inner_text("body")
             path, n = counts[pdf]
-            assert re.search(rf"document\s+{pdf}", text) and re.search(rf"\bchunks\s+{n}\b", text), text[-3000:]
+            assert re.search(opening[pdf], text) and re.search(rf"\bchunks\s+{n}\b", text), text[-3000:]
+            assert not re.search(opening[csv], text)  # not another partition's
             page.get_by_text("[Show Markdown]").first.click(timeout=60_000)
             image = page.locator("img[src^='data:image/png;base64,']").first
             image.wait_for(timeout=60_000)
@@ -259,8 +265,8 @@ def test_in_a_browser_every_chunker_version_is_in_the_graph_and_a_partition_show
             assert f"{path}, page 1" in page.inner_text("body")
 
             _open(page, f"{ui.url}/assets/chunk_map_default?view=partitions&partition={csv}")
-            text = _wait_text(page, rf"document\s+{csv}")
-            assert re.search(rf"\bchunks\s+{counts[csv][1]}\b", text)
+            text = _wait_text(page, opening[csv])
+            assert re.search(rf"\bchunks\s+{counts[csv][1]}\b", text) and not re.search(opening[pdf], text)
             assert "page_picture" not in text  # a CSV has no page geometry: no borrowed picture
         finally:
             browser.close()
