@@ -319,8 +319,9 @@ def bench_dagster_alone(scratch: Path, batches=(25, 50, 100), repeats: int = 2) 
     every stage returns at once (``stages.guarded`` and ``stages.embed_documents`` replaced
     by functions that only say "unchanged"), at each batch size. What is left is the runs,
     steps, events and metadata, and the assets' checks (they still read what the first
-    ingest wrote). Fewer runs pay fewer runs' fixed cost, but a run's cost per partition
-    grows with its size, so the points are reported as they are, not fitted to a line."""
+    ingest wrote). The points are reported as measured, two ingests per batch size, not
+    fitted to a line: on this machine they are not clean enough to split into a cost per
+    run and a cost per partition."""
     from ingest_pipeline import stages
     from ingest_pipeline.runner import ingest
     from ingest_pipeline.stages.common import Outcome
