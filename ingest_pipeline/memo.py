@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from typing import Any
 
 
-class BoundedMemo:
+class BoundedMemo(ABC):
     """Values by key, the least recently used out first once the kept values' estimated
     size (``_cost``) passes ``LIMIT``; a value over ``LIMIT // SHARE`` is not kept at all.
     ``LIMIT`` is read at each ``put``, so a subclass or a test sets it. Thread-safe."""
@@ -21,8 +22,9 @@ class BoundedMemo:
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
+    @abstractmethod
     def _cost(self, key: Any, value: Any) -> int:
-        raise NotImplementedError
+        """The estimated bytes ``value`` holds under ``key``: each kind of memo says its own."""
 
     def get(self, key: Any) -> Any | None:
         with self._lock:
