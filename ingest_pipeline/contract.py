@@ -164,6 +164,10 @@ class LayoutRegion:
         object.__setattr__(self, "bbox", validate_bbox(self.bbox))
 
 
+# One encoder for every layout (json.dumps with options builds a new one per call).
+_LAYOUT_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
+
+
 @dataclass(frozen=True)
 class Layout:
     """How a text piece sits in its page: a role, for tables the cell grid, and for a
@@ -195,7 +199,7 @@ class Layout:
                     for c in self.table.cells
                 ],
             }
-        return json.dumps(data, ensure_ascii=False, sort_keys=True)
+        return _LAYOUT_JSON.encode(data)
 
     @classmethod
     def from_json(cls, raw: str | None) -> Layout | None:

@@ -26,8 +26,12 @@ def document_id(key: str, label: str | None = None) -> str:
     return f"{slug}-{digest}" if slug else digest
 
 
+# One encoder for every canonical text (json.dumps with these options builds a new one per call).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(value)
 
 
 def config_hash(chunker_ref: str, config: dict[str, Any]) -> str:

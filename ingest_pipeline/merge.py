@@ -49,13 +49,15 @@ def merge_claims(
     document: str,
     pages: Sequence[PageOutput],
     claims: Sequence[Claim],
-    expand: Callable[[ChunkPiece], Sequence[ChunkPiece]] | None = None,
+    expand: Callable[[Sequence[ChunkPiece]], Sequence[Sequence[ChunkPiece]]] | None = None,
 ) -> ChunkMap:
     """Merge claims in order: the first chunker to answer a page wins it whole.
 
     Text pieces on failed or unreadable pages are dropped (images kept), whitespace
     pieces are dropped before numbering, and a chunker that raised is skipped.
-    ``expand`` may replace a kept piece by several (to fit the embedder) before numbering.
+    ``expand`` may replace each kept text piece by several (to fit the embedder) before
+    numbering: it is called once with every kept text piece of the document, in order,
+    and answers a list of replacements per piece (so it can tokenize them in one batch).
     """
     status = {p.page: p.status for p in pages}
     owner: dict[int, Claim] = {}
@@ -74,30 +76,41 @@ def merge_claims(
             owner[answer.page] = claim
             answers[answer.page] = answer
 
-    chunks: list[MappedChunk] = []
+    kept: list[tuple[int, ChunkPiece]] = []
     for page in sorted(answers):
-        claim = owner[page]
-        index = 0
         for claimed in answers[page].pieces:
             if not claimed.is_image and status[page] in ("failed", "unreadable"):
                 dropped["failed_page_text"] += 1
                 continue
-            for piece in expand(claimed) if expand and not claimed.is_image else (claimed,):
-                if not piece.is_image and (not piece.text or not piece.text.strip()):
-                    dropped["whitespace"] += 1
-                    continue
-                content = piece.image if piece.is_image else piece.text
-                chunks.append(
-                    MappedChunk(
-                        chunk_id=chunk_id(document, claim.chunker, claim.config_hash, page, index, content),
-                        page=page,
-                        index=index,
-                        piece=piece,
-                        chunker=claim.chunker,
-                        config_hash=claim.config_hash,
-                    )
+            kept.append((page, claimed))
+    expanded: list[Sequence[ChunkPiece]] = [(piece,) for _, piece in kept]
+    if expand:
+        texts = [i for i, (_, piece) in enumerate(kept) if not piece.is_image]
+        for i, parts in zip(texts, expand([kept[i][1] for i in texts]), strict=True):
+            expanded[i] = parts
+
+    chunks: list[MappedChunk] = []
+    index, last_page = 0, None
+    for (page, _), parts in zip(kept, expanded):
+        claim = owner[page]
+        if page != last_page:
+            index, last_page = 0, page
+        for piece in parts:
+            if not piece.is_image and (not piece.text or not piece.text.strip()):
+                dropped["whitespace"] += 1
+                continue
+            content = piece.image if piece.is_image else piece.text
+            chunks.append(
+                MappedChunk(
+                    chunk_id=chunk_id(document, claim.chunker, claim.config_hash, page, index, content),
+                    page=page,
+                    index=index,
+                    piece=piece,
+                    chunker=claim.chunker,
+                    config_hash=claim.config_hash,
                 )
-                index += 1
+            )
+            index += 1
     return ChunkMap(
         chunks=tuple(chunks),
         page_owner={p: c.chunker for p, c in owner.items()},

@@ -33,6 +33,10 @@ Meta = dict[str, Any]
 # ---------------------------------------------------------------- row <-> contract codecs
 
 
+# One encoder for every piece's meta (json.dumps with options builds a new one per call).
+_META_JSON = json.JSONEncoder(sort_keys=True, default=str)
+
+
 def piece_row(piece: ChunkPiece) -> dict[str, Any]:
     """The columns a piece fills in ``claims`` and ``chunks``."""
     return {
@@ -45,7 +49,7 @@ def piece_row(piece: ChunkPiece) -> dict[str, Any]:
         "header_path": list(piece.header_path),
         "content_type": piece.content_type,
         "embed_text": piece.embed_text,
-        "meta": json.dumps(dict(piece.meta), sort_keys=True, default=str) if piece.meta else None,
+        "meta": _META_JSON.encode(dict(piece.meta)) if piece.meta else None,
     }
 
 
@@ -199,14 +203,24 @@ class Store:
         self.lake.write("claims", (chunker_asset, document), pa.Table.from_pylist(rows, schema=tables.CLAIMS),
                         meta=meta)
 
-    def claim(self, chunker_asset: str, document: str) -> tuple[Meta, dict[int, list[ChunkPiece]]] | None:
+    def claim(self, chunker_asset: str, document: str, pages: Iterable[int] | None = None,
+              meta: Meta | None = None) -> tuple[Meta, dict[int, list[ChunkPiece]]] | None:
         """A chunker version's claim of a document: its metadata and its pieces per page in
-        reading order (every claimed page present, if empty); None if it never answered."""
-        meta = self.claim_meta(chunker_asset, document)
+        reading order (every claimed page present, if empty); None if it never answered.
+        ``pages`` keeps only those pages (the rest are not turned into pieces); ``meta``,
+        when the caller has read it already, is not read again."""
+        meta = meta if meta is not None else self.claim_meta(chunker_asset, document)
         if meta is None:
             return None
         table = self.lake.read("claims", chunker_asset, document)
         by_page: dict[int, list[ChunkPiece]] = {p: [] for p in meta.get("claimed_pages", [])}
+        if pages is not None:
+            import pyarrow.compute as pc
+
+            wanted = set(pages)
+            by_page = {p: v for p, v in by_page.items() if p in wanted}
+            if table is not None:
+                table = table.filter(pc.is_in(table.column("page"), value_set=pa.array(sorted(wanted), table.column("page").type)))
         for row in sorted(table.to_pylist() if table is not None else [], key=lambda r: (r["page"], r["piece"])):
             by_page.setdefault(row["page"], []).append(row_piece(row))
         return meta, by_page

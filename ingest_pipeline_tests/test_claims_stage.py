@@ -100,3 +100,77 @@ def test_what_a_stage_keeps_in_memory_is_what_its_asset_would_read_back(data_dir
         from_memory = chunk_map_findings(p.store, profile.name, docs, p.embedder.max_tokens, kept)
         read_back = chunk_map_findings(p.store, profile.name, docs, p.embedder.max_tokens)
         assert from_memory == read_back, profile.name
+
+
+def test_a_chunk_map_reads_only_the_claims_that_win_and_tokenizes_each_text_once(data_dir):
+    """Building a chunk map turns into pieces only the pages each claim wins (first in the
+    profile's order) and tokenizes the document's embedding texts in one batch, with no call
+    per piece; the map is the one the merge gives over every claim read whole, each piece cut
+    to the model's limit on its own (as it was built before)."""
+    from dataclasses import replace
+
+    from ingest_pipeline.contract import PageChunks
+    from ingest_pipeline.merge import Claim, merge_claims
+    from ingest_pipeline.stages.chunk_map import document_title
+    from ingest_pipeline.token_limits import split_to_limit
+    from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
+
+    write(data_dir / "sources" / "report.pdf", (CORPUS / "files" / "pdf" / "docling__multi_page.pdf").read_bytes())
+    p = fresh_pipeline(data_dir)
+    entries = collect(p.settings, [p.settings.source_root])
+    p.store.save_inventory(entries)
+    (doc,) = [e.document_id for e in entries]
+    stages.observe_source(p.settings, p.store, doc, "run")
+    stages.read_document(p.settings, p.store, doc, "run")
+    for chunker in p.registry.all():
+        stages.run_chunker(p.settings, p.store, chunker, p.registry.info(chunker), doc, "run")
+    served = next(pr for pr in p.settings.profiles if pr.name == p.settings.default_profile)
+    order = [p.registry.info(c) for c in p.registry.order_for(served.chunkers)]
+
+    read, calls = [], {"offsets": 0, "counts": 0}
+    real_claim = p.store.claim
+
+    def claim(asset, document, pages=None, meta=None):
+        read.append((asset, None if pages is None else sorted(pages)))
+        return real_claim(asset, document, pages=pages, meta=meta)
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def token_offsets(self, text):
+            calls["offsets"] += 1
+            return self.inner.token_offsets(text)
+
+        def count_tokens(self, texts):
+            calls["counts"] += 1
+            return self.inner.count_tokens(texts)
+
+    p.store.claim = claim
+    outcome = stages.build_chunk_map(p.store, p.registry, served, Counting(p.embedder), doc, "run", force=True)
+    assert outcome.status == "new"
+    rows = p.store.chunk_rows(served.name, doc)
+    winners = {r["chunker"] for r in rows}
+    assert {a for a, _ in read} == {i.asset_name for i in order if i.ref in winners}
+    pages_read = [page for _, pages in read for page in pages]
+    assert sorted(pages_read) == sorted({r["page"] for r in rows}) and len(pages_read) == len(set(pages_read))
+    assert calls["offsets"] < len(rows) and calls["counts"] <= 2  # no call per piece
+
+    # the same map from every claim read whole, each piece cut to the limit on its own
+    p.store.claim = real_claim
+    claims = []
+    for info in order:
+        meta, by_page = p.store.claim(info.asset_name, doc)
+        claims.append(Claim(info.ref, meta["config_hash"], tuple(
+            PageChunks(page=k, pieces=tuple(v)) for k, v in sorted(by_page.items())), meta.get("error")))
+    assert served.document_context
+    title = document_title(rows[0]["path"])
+    pages, _ = stages.load_pages(p.store, doc)
+    whole = merge_claims(doc, pages, claims, expand=lambda ps: [split_to_limit(
+        replace(x, embed_text=f"{title}\n{x.embed_text or x.text}"), p.embedder.token_offsets, p.embedder.max_tokens)
+        for x in ps])
+    assert [c.chunk_id for c in whole.chunks] == [r["chunk_id"] for r in rows]
+    assert [c.piece.embed_text for c in whole.chunks] == [r["embed_text"] for r in rows]

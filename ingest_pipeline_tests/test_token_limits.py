@@ -210,7 +210,7 @@ def test_a_long_table_split_at_the_token_limit_keeps_headers_cells_ids_and_offse
     # ids, labels, neighbours and offsets in the chunk map the model sees
     claim = Claim(f"{chunker.id}@{chunker.version}", "h", answer)
     mapped = merge_claims("doc", pages, [claim],
-                          expand=lambda p: split_to_limit(p, embedder.token_offsets, embedder.max_tokens))
+                          expand=lambda ps: [split_to_limit(p, embedder.token_offsets, embedder.max_tokens) for p in ps])
     assert len({c.chunk_id for c in mapped.chunks}) == len(mapped.chunks)
     assert len({c.label for c in mapped.chunks}) == len(mapped.chunks)
     final = relink([c.piece for c in mapped.chunks])

@@ -15,7 +15,7 @@ name in the module that owns it.
 """
 
 from ingest_pipeline.stages.chunk_map import build_chunk_map, document_title, empty_reason, withdraw_chunk_map
-from ingest_pipeline.stages.claims import chunk_document, load_claim, run_chunker
+from ingest_pipeline.stages.claims import chunk_document, run_chunker
 from ingest_pipeline.stages.common import (
     FORCE_TAG,
     STAGE_VERSIONS,
@@ -45,7 +45,7 @@ from ingest_pipeline.stages.sources import load_source, observe_source, source_b
 __all__ = [
     "FORCE_TAG", "STAGE_VERSIONS", "UNCHANGED", "EmbeddingCache", "Finding", "NoChunks", "Outcome", "PartitionPlan",
     "StageError", "UpstreamMissing", "build_chunk_map", "chunk_document", "clear_error", "document_title",
-    "embed_documents", "empty_reason", "error_traceback", "finished", "guarded", "index_document", "load_claim",
+    "embed_documents", "empty_reason", "error_traceback", "finished", "guarded", "index_document",
     "load_pages", "load_source", "observe_source", "plan_partitions", "read_document", "reconcile", "record_error",
     "remove_document", "remove_documents", "run_chunker", "source_bytes", "withdraw_chunk_map",
 ]

@@ -16,14 +16,14 @@ from ingest_pipeline.faults import crash_point
 from ingest_pipeline.merge import merge_claims
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import Profile
-from ingest_pipeline.stages.claims import load_claim
+from ingest_pipeline.stages.claims import claim_content, claim_metas, load_winning_claims
 from ingest_pipeline.stages.common import (
     STAGE_VERSIONS, UNCHANGED, Finding, NoChunks, Outcome, StageError, UpstreamMissing, fingerprint_of, now,
 )
 from ingest_pipeline.stages.pages import load_pages
 from ingest_pipeline.stages.sources import load_source, source_bytes
 from ingest_pipeline.store import Store, piece_row
-from ingest_pipeline.token_limits import bounded_counts, over_limit, relink, split_to_limit, table_problems
+from ingest_pipeline.token_limits import bounded_counts, relink, split_to_limit, table_problems
 
 def empty_reason(store: Store, profile: str, document: str) -> str | None:
     """Why a document has zero chunks in a profile's chunk map, when that is a success."""
@@ -46,11 +46,8 @@ def build_chunk_map(
         raise StageError(f"withdrawn from search: the file no longer reads ({exc}); its {withdrawn} chunks "
                          f"stay in the lake's history") from None
     order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
-    claims, claim_fps = [], []
-    for info in order:
-        claim, fp = load_claim(store, info, document)
-        claims.append(claim)
-        claim_fps.append(fp)
+    metas = claim_metas(store, order, document)
+    claim_fps = [claim_content(m) for m in metas]
     fingerprint = fingerprint_of(STAGE_VERSIONS["chunk_map"], profile.name, profile.options(), pages_fp, claim_fps,
                                  embedder.model_id, embedder.max_tokens)
     previous = store.chunk_map_meta(profile.name, document)
@@ -58,12 +55,14 @@ def build_chunk_map(
         if previous.get("no_chunks") and not previous.get("empty"):
             raise NoChunks(previous["no_chunks"])
         return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED})
-    chunk_map = merge_claims(document, pages, claims, expand=expander(profile, embedder, source["path"]))
+    claims = load_winning_claims(store, order, metas, document, pages)
+    expand = Expander(profile, embedder, source["path"])
+    chunk_map = merge_claims(document, pages, claims, expand=expand)
     relinked = relink([c.piece for c in chunk_map.chunks])
     chunk_map = replace(chunk_map, chunks=tuple(replace(c, piece=p) for c, p in zip(chunk_map.chunks, relinked)))
     readers = {p.page: p.reader for p in pages}
     texts = [(c.piece.embed_text or c.piece.text) for c in chunk_map.chunks if not c.piece.is_image]
-    token_counts = iter(bounded_counts(embedder.token_offsets, texts, embedder.count_tokens)) if texts else iter(())
+    token_counts = iter(expand.counts(texts))
     rows = []
     for chunk in chunk_map.chunks:
         piece = chunk.piece
@@ -93,13 +92,14 @@ def build_chunk_map(
         if any(p.status == "read" for p in pages):
             no_chunks += "; the chunkers kept nothing of the read pages"
         summary["no_chunks"] = no_chunks
-    written = store.write_chunk_map(profile.name, document, rows,
-                                    meta={"fingerprint": fingerprint, "summary": summary,
-                                          "order": [i.ref for i in order], "no_chunks": no_chunks, "empty": empty})
+    store.write_chunk_map(profile.name, document, rows,
+                          meta={"fingerprint": fingerprint, "summary": summary,
+                                "order": [i.ref for i in order], "no_chunks": no_chunks, "empty": empty})
     crash_point("chunk_maps")
     if no_chunks and not empty:
         raise NoChunks(no_chunks)
-    kept = {"rows": written.drop_columns(["image"]).to_pylist(),  # as chunk_rows reads them back
+    # the rows as chunk_rows reads them back (the table's columns hold these values as they are)
+    kept = {"rows": [{k: v for k, v in row.items() if k != "image"} for row in rows],
             "pages": [{"document_id": document, "page": p.page, "status": p.status, "text": p.text} for p in pages]}
     return Outcome(document, "empty" if empty else "new", summary, kept)
 
@@ -123,19 +123,62 @@ def document_title(path: str) -> str:
     return " ".join(stem.replace("_", " ").split())
 
 
-def expander(profile: Profile, embedder: Embedder, path: str):
-    title = document_title(path) if profile.document_context else ""
+class Expander:
+    """A profile's chunk pieces as the embedder will see them: the document title put in
+    front of each embedding text (when the profile asks for it), and a piece over the
+    model's limit split into parts that fit (or flagged, when the profile keeps it whole).
 
-    def expand(piece: ChunkPiece) -> list[ChunkPiece]:
-        if title:
-            piece = replace(piece, embed_text=f"{title}\n{piece.embed_text or piece.text}")
-        if not profile.split_oversized:
-            if over_limit(embedder.token_offsets, piece.embed_text or piece.text, embedder.max_tokens - 2):
-                return [replace(piece, meta={**piece.meta, "token_overflow": True})]
-            return [piece]
-        return split_to_limit(piece, embedder.token_offsets, embedder.max_tokens)
+    Every embedding text is tokenized once, the whole document in one batch: a piece that
+    fits passes as it is, without another call; only the few over the limit are cut, and
+    ``counts`` then gives the chunk map's token counts from the same numbers."""
 
-    return expand
+    def __init__(self, profile: Profile, embedder: Embedder, path: str) -> None:
+        self.profile = profile
+        self.embedder = embedder
+        self.title = document_title(path) if profile.document_context else ""
+        self.known: dict[str, int] = {}  # embedding text -> tokens, [CLS] and [SEP] included
+
+    def counts(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text with [CLS] and [SEP] (long texts counted window by window)."""
+        new = list(dict.fromkeys(t for t in texts if t not in self.known))
+        if new:
+            self.known.update(zip(new, bounded_counts(self.embedder.token_offsets, new, self.embedder.count_tokens)))
+        return [self.known[t] for t in texts]
+
+    def __call__(self, pieces: Sequence[ChunkPiece]) -> list[list[ChunkPiece]]:
+        if self.title:
+            pieces = [replace(p, embed_text=f"{self.title}\n{p.embed_text or p.text}") for p in pieces]
+        limit = self.embedder.max_tokens
+        texts = [p.embed_text or p.text for p in pieces]
+        counts = self.counts([t for t in texts if t])
+        out: list[list[ChunkPiece]] = []
+        at = 0
+        for piece, text in zip(pieces, texts):
+            tokens = None
+            if text:
+                tokens, at = counts[at], at + 1
+            if not self.profile.split_oversized:
+                if tokens is not None and tokens > limit:
+                    piece = replace(piece, meta={**piece.meta, "token_overflow": True})
+                out.append([piece])
+            elif tokens is not None and tokens <= limit and _prefix_apart(piece):
+                out.append([piece])  # fits: what split_to_limit would answer, without tokenizing again
+            else:
+                out.append(split_to_limit(piece, self.embedder.token_offsets, limit))
+        return out
+
+
+def _prefix_apart(piece: ChunkPiece) -> bool:
+    """The piece's embedding text is its text, or its text after a prefix that ends in
+    whitespace, so the text's tokens are the embedding text's last ones."""
+    if not piece.embed_text or piece.embed_text == piece.text:
+        return True
+    head = len(piece.embed_text) - len(piece.text or "")
+    return bool(piece.text) and head > 0 and piece.embed_text.endswith(piece.text) and piece.embed_text[head - 1].isspace()
+
+
+def expander(profile: Profile, embedder: Embedder, path: str) -> Expander:
+    return Expander(profile, embedder, path)
 
 
 def _why_no_chunks(pages: Sequence[PageOutput], summary: dict[str, Any]) -> str:

@@ -113,17 +113,53 @@ def chunk_document(
     return answer, checks, metrics
 
 
-def load_claim(store: Store, info: ChunkerInfo, document: str) -> tuple[Claim, str]:
-    """A chunker version's claim of a document, and the hash of what it says."""
-    found = store.claim(info.asset_name, document)
-    if found is None:
-        raise StageError(f"chunks/{info.asset_name} has not been materialized for this document")
-    meta, by_page = found
-    claim = Claim(
-        chunker=info.ref, config_hash=meta.get("config_hash", info.config_hash), error=meta.get("error"),
-        pages=tuple(PageChunks(page=p, pieces=tuple(pieces)) for p, pieces in sorted(by_page.items())),
-    )
-    return claim, meta.get("content") or meta.get("fingerprint", "")
+def claim_metas(store: Store, order: Sequence[ChunkerInfo], document: str) -> list[dict[str, Any]]:
+    """The metadata of each chunker version's claim of a document, in order (its pieces
+    are not read)."""
+    metas = []
+    for info in order:
+        meta = store.claim_meta(info.asset_name, document)
+        if meta is None:
+            raise StageError(f"chunks/{info.asset_name} has not been materialized for this document")
+        metas.append(meta)
+    return metas
+
+
+def claim_content(meta: dict[str, Any]) -> str:
+    """The hash of what a claim says, from its metadata."""
+    return meta.get("content") or meta.get("fingerprint", "")
+
+
+def load_winning_claims(store: Store, order: Sequence[ChunkerInfo], metas: Sequence[dict[str, Any]], document: str,
+                        pages: Sequence[PageOutput]) -> list[Claim]:
+    """The claims of a chunker order as ``merge_claims`` uses them, reading only what can
+    reach the chunk map: the pages each claim wins (first in order), and pages the document
+    does not have (so the merge can count what it drops there). A claim that wins nothing
+    is passed without pieces; its metadata says which pages it claimed."""
+    known = {p.page for p in pages}
+    taken: set[int] = set()
+    claims = []
+    for info, meta in zip(order, metas, strict=True):
+        config_hash = meta.get("config_hash", info.config_hash)
+        if meta.get("error") is not None:
+            claims.append(Claim(chunker=info.ref, config_hash=config_hash, error=meta["error"]))
+            continue
+        claimed = meta.get("claimed_pages")
+        wanted = None
+        if claimed is not None:
+            wins = {p for p in claimed if p in known and p not in taken}
+            wanted = wins | {p for p in claimed if p not in known}
+            taken |= wins
+            if not wanted:
+                claims.append(Claim(chunker=info.ref, config_hash=config_hash))
+                continue
+        found = store.claim(info.asset_name, document, pages=wanted, meta=meta)
+        _, by_page = found
+        if claimed is None:
+            taken |= {p for p in by_page if p in known}
+        claims.append(Claim(chunker=info.ref, config_hash=config_hash,
+                            pages=tuple(PageChunks(page=p, pieces=tuple(v)) for p, v in sorted(by_page.items()))))
+    return claims
 
 
 def claim_detail(meta: dict[str, Any], info: ChunkerInfo, failed: bool) -> dict[str, Any]:
