@@ -331,3 +331,45 @@ def test_the_kept_lines_stay_within_their_limit_oldest_page_out_first(monkeypatc
     assert kept is not None and kept[0] == [line] and kept[0][0] is not line  # a fresh copy
     kept[0][0].role = "heading"
     assert memo.get((b"doc", 11))[0][0].role == "body"
+
+
+def test_pdf4_places_the_tables_and_weights_the_others_found_without_loading_a_page(monkeypatch):
+    """After pdf@1 and pdf@3 have laid out a document in this process, pdf@4 takes their
+    lines, ruled tables and each line's font weight from the memos and loads no page, and
+    answers exactly as it does alone (a bold heading and a ruled table included)."""
+    import pypdfium2
+
+    from ingest_pipeline.chunkers.passage import PdfPassagesChunker
+    from ingest_pipeline.chunkers.pdf import PAGE_EXTRAS, PAGE_LINES, PdfTablesChunker
+
+    w = PdfWriter()
+    for n in range(2):
+        p = w.page()
+        p.glyphs(72, 740, f"Part {n + 1}. Heating", size=16)
+        p.text(72, 716, "The table below lists the quarterly figures.", 10)
+        ys = [700 - 20 * r for r in range(4)]
+        p.grid([72, 250, 400], ys)
+        p.text(76, 685, "Quarter", 10).text(254, 685, "Revenue", 10)
+        for r in (1, 2):
+            p.text(76, 685 - 20 * r, f"quarter {r}", 10).text(254, 685 - 20 * r, f"{r * 1000}.00", 10)
+        for i in range(4):
+            p.glyphs(72, 600 - 18 * i, f"The greenhouse boiler {n}-{i} keeps the night temperature up.")
+    content = w.to_bytes()
+    pages = text_pages(content)
+
+    PAGE_LINES.clear()
+    PAGE_EXTRAS.clear()
+    alone = PdfPassagesChunker().chunk(content, PDF, pages)
+    assert any(piece.layout.role == "table" for pc in alone for piece in pc.pieces)
+    assert any(piece.header_path for pc in alone for piece in pc.pieces)
+
+    PAGE_LINES.clear()
+    PAGE_EXTRAS.clear()
+    PdfLinesChunker().chunk(content, PDF, pages)
+    PdfTablesChunker().chunk(content, PDF, pages)
+    loads = []
+    real = pypdfium2.PdfDocument.__getitem__
+    monkeypatch.setattr(pypdfium2.PdfDocument, "__getitem__", lambda pdf, i: loads.append(i) or real(pdf, i))
+    shared = PdfPassagesChunker().chunk(content, PDF, pages)
+    assert loads == []
+    assert shared == alone

@@ -316,31 +316,29 @@ def ocr_regions(pieces: Sequence[ChunkPiece], heading_size: float, words: int) -
     return regions, left_out
 
 
-_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.I)
-
-
-def _weight(textpage, index: int, raw, ctypes) -> int:
-    """The font weight of one character: PDFium's, raised to 700 when the font's name
-    says bold (many filings' fonts report a light weight for their bold face)."""
-    weight = int(raw.FPDFText_GetFontWeight(textpage.raw, index))
-    if weight >= 600:
-        return weight
-    buffer = ctypes.create_string_buffer(128)
-    flags = ctypes.c_int(0)
-    n = raw.FPDFText_GetFontInfo(textpage.raw, index, buffer, 128, ctypes.byref(flags))
-    name = buffer.raw[: max(n - 1, 0)].decode("latin-1", "replace") if n else ""
-    return 700 if _BOLD_NAME.search(name) or flags.value & 0x40000 else weight
-
-
 def _page_layout(pdf, index: int, tables_chunker):
-    """(lines, frame, chars, grids, weights) of one page, loaded once (lock held)."""
+    """(lines, frame, chars, grids, weights) of one page (lock held): what the other PDF
+    versions kept of it (lines, ruled tables, weights) when they laid it out in this
+    process, else the page loaded and laid out now."""
     import ctypes
 
     import pypdfium2.raw as raw
 
-    from ingest_pipeline.chunkers.pdf import extracted_lines
+    from ingest_pipeline.chunkers.pdf import (
+        PAGE_EXTRAS, PAGE_LINES, WEIGHTS, _extra_name, _grid_size, extra_key, extracted_lines, keep_weights, page_key,
+    )
     from ingest_pipeline.layout.frames import page_frame
 
+    key = page_key(pdf, index)
+    grids_key = extra_key(key, _extra_name(tables_chunker._grids))
+    kept = PAGE_LINES.get(key)
+    if kept is not None:
+        lines, frame, n, _unit = kept
+        if n <= 0:
+            return [], frame, 0, [], []
+        grids, weights = PAGE_EXTRAS.get(grids_key), PAGE_EXTRAS.get(extra_key(key, WEIGHTS))
+        if grids is not None and weights is not None and len(weights) == len(lines):
+            return lines, frame, n, grids, weights
     page = pdf[index]
     try:
         frame = page_frame(page)
@@ -349,8 +347,13 @@ def _page_layout(pdf, index: int, tables_chunker):
             lines, n, _unit = extracted_lines(pdf, index, page, textpage, frame, raw, ctypes)
             if n <= 0:
                 return [], frame, 0, [], []
-            grids = tables_chunker._grids(page, textpage, frame)
-            weights = [_weight(textpage, ln.first_char, raw, ctypes) for ln in lines]
+            grids = PAGE_EXTRAS.get(grids_key)
+            if grids is None:
+                grids = tables_chunker._grids(page, textpage, frame)
+                PAGE_EXTRAS.put(grids_key, grids, _grid_size(grids))
+            weights = PAGE_EXTRAS.get(extra_key(key, WEIGHTS))
+            if weights is None or len(weights) != len(lines):
+                weights = keep_weights(key, lines, textpage, raw, ctypes)
             return lines, frame, n, grids, weights
         finally:
             textpage.close()

@@ -3,10 +3,12 @@ tables. They reopen the bytes with PDFium (the reader's text carries no geometry
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import io
 import logging
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import astuple
@@ -79,8 +81,44 @@ class PageLinesMemo(BoundedMemo):
             super().put(key, (tuple(astuple(line) for line in lines), frame, chars, unit))
 
 
+class PageExtrasMemo(BoundedMemo):
+    """What a version finds on a loaded page besides its lines, kept like them by the
+    process, keyed by the page's memo key and the name of the finding: pdf@3's ruled
+    tables (``PdfTablesChunker._grids``), which pdf@4 places too, and each line's font
+    weight, which pdf@4's headings need, taken while pdf@3 (or pdf@4) has the page loaded
+    (pdf@1 and pdf@2, which need neither, pay nothing for them). With the lines, these
+    spare pdf@4 loading the page at all. Values are given out as copies."""
+
+    LIMIT = 16 * 2**20
+
+    def _cost(self, key: tuple, value: tuple) -> int:
+        return value[0]
+
+    def get(self, key: tuple | None):
+        kept = super().get(key)
+        return None if kept is None else copy.deepcopy(kept[1])
+
+    def put(self, key: tuple | None, value, size: int) -> None:
+        super().put(key, (size, copy.deepcopy(value)))
+
+
 PAGE_LINES = PageLinesMemo()
+PAGE_EXTRAS = PageExtrasMemo()
 _DIGESTS: dict[int, bytes] = {}  # id of an open document -> SHA-256 of its bytes
+WEIGHTS = "weights"
+
+
+def extra_key(key: tuple[bytes, int] | None, name: str) -> tuple | None:
+    return None if key is None else (*key, name)
+
+
+def _extra_name(extra) -> str:
+    return f"{getattr(extra, '__module__', '')}.{getattr(extra, '__qualname__', repr(extra))}"
+
+
+def _grid_size(grids) -> int:
+    return 128 + sum(256 + sum(64 + len(getattr(c, "text", "") or "") for c in getattr(g, "cells", ()))
+                     for g in grids or ())
 
 
 def page_key(pdf, index: int) -> tuple[bytes, int] | None:
@@ -107,6 +145,29 @@ def _lines_of(kept, key, page, textpage, frame, raw, ctypes) -> tuple[list, int,
     lines, unit = extract_lines(page, textpage, raw, ctypes, frame) if n > 0 else ([], "none")
     PAGE_LINES.put(key, lines, frame, n, unit)
     return lines, n, unit
+
+
+def keep_weights(key, lines, textpage, raw, ctypes) -> list[int]:
+    """Each line's font weight (of its first character), kept for pdf@4's headings."""
+    weights = [font_weight(textpage, ln.first_char, raw, ctypes) for ln in lines]
+    PAGE_EXTRAS.put(extra_key(key, WEIGHTS), weights, 64 + 8 * len(weights))
+    return weights
+
+
+_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.I)
+
+
+def font_weight(textpage, index: int, raw, ctypes) -> int:
+    """The font weight of one character: PDFium's, raised to 700 when the font's name
+    says bold (many filings' fonts report a light weight for their bold face)."""
+    weight = int(raw.FPDFText_GetFontWeight(textpage.raw, index))
+    if weight >= 600:
+        return weight
+    buffer = ctypes.create_string_buffer(128)
+    flags = ctypes.c_int(0)
+    n = raw.FPDFText_GetFontInfo(textpage.raw, index, buffer, 128, ctypes.byref(flags))
+    name = buffer.raw[: max(n - 1, 0)].decode("latin-1", "replace") if n else ""
+    return 700 if _BOLD_NAME.search(name) or flags.value & 0x40000 else weight
 
 
 @contextmanager
@@ -147,6 +208,12 @@ def _page_lines(pdf, index: int, extra=None):
     if kept is not None and extra is None:  # lines alone: a kept page needs no load at all
         lines, frame, n, unit = kept
         return lines, frame, n, unit, None
+    found_key = extra_key(key, _extra_name(extra)) if extra is not None else None
+    if kept is not None:
+        held = PAGE_EXTRAS.get(found_key)
+        if held is not None or kept[2] <= 0:  # lines and the extra's finding both kept
+            lines, frame, n, unit = kept
+            return (lines, frame, n, unit, held) if n > 0 else ([], frame, 0, "none", None)
     page = pdf[index]
     try:
         frame = page_frame(page)
@@ -155,7 +222,12 @@ def _page_lines(pdf, index: int, extra=None):
             lines, n, unit = _lines_of(kept, key, page, textpage, frame, raw, ctypes)
             if n <= 0:
                 return [], frame, 0, "none", None
-            more = extra(page, textpage, frame) if extra is not None else None
+            more = None
+            if extra is not None:  # loaded for a finding beyond the lines: keep it, and the lines' weights
+                more = extra(page, textpage, frame)
+                PAGE_EXTRAS.put(found_key, more, _grid_size(more) if isinstance(more, list) else 4096)
+                if key is not None and PAGE_EXTRAS.get(extra_key(key, WEIGHTS)) is None:
+                    keep_weights(key, lines, textpage, raw, ctypes)
             return lines, frame, n, unit, more
         finally:
             textpage.close()
