@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ingest_pipeline import tables
 from ingest_pipeline.contract import ChunkPiece, Layout, LocatedLine, PageOutput
@@ -215,12 +216,11 @@ class Store:
         table = self.lake.read("claims", chunker_asset, document)
         by_page: dict[int, list[ChunkPiece]] = {p: [] for p in meta.get("claimed_pages", [])}
         if pages is not None:
-            import pyarrow.compute as pc
-
             wanted = set(pages)
             by_page = {p: v for p, v in by_page.items() if p in wanted}
             if table is not None:
-                table = table.filter(pc.is_in(table.column("page"), value_set=pa.array(sorted(wanted), table.column("page").type)))
+                page = table.column("page")
+                table = table.filter(pc.is_in(page, value_set=pa.array(sorted(wanted), page.type)))
         for row in sorted(table.to_pylist() if table is not None else [], key=lambda r: (r["page"], r["piece"])):
             by_page.setdefault(row["page"], []).append(row_piece(row))
         return meta, by_page
@@ -277,7 +277,6 @@ class Store:
         found: dict[str, np.ndarray] = {}
         if not wanted:
             return found
-        import pyarrow.compute as pc
         import pyarrow.dataset as ds
 
         for attempt in range(3):

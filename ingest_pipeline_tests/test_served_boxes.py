@@ -12,7 +12,7 @@ from ingest_pipeline.readers import read_pages, reader_ids
 from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import SERVED_PROFILE, builtin_profiles
-from ingest_pipeline.stages.chunk_map import expander
+from ingest_pipeline.stages.chunk_map import Expander
 from ingest_pipeline_tests.test_pdf_corpus import FACTS, OPENABLE, PDF_DIR
 
 pytestmark = pytest.mark.skipif(not PDF_DIR.exists(), reason="shared corpus not present")
@@ -30,7 +30,7 @@ def test_every_served_chunk_of_a_read_pdf_page_has_a_box(embedder):
         pages = read_pages(content, mt.PDF, ReadOptions(name=name, password=password))
         keyed = SourceBytes(content, password)
         claims = [Claim(registry.info(c).ref, "h", tuple(c.chunk(keyed, mt.PDF, pages))) for c in order]
-        chunk_map = merge_claims(name, pages, claims, expand=expander(served, embedder, name))
+        chunk_map = merge_claims(name, pages, claims, expand=Expander(served, embedder, name))
         read = {p.page: p for p in pages if p.status == "read"}
         for chunk in chunk_map.chunks:
             if chunk.page not in read:

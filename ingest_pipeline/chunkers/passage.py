@@ -317,48 +317,32 @@ def ocr_regions(pieces: Sequence[ChunkPiece], heading_size: float, words: int) -
 
 
 def _page_layout(pdf, index: int, tables_chunker):
-    """(lines, frame, chars, grids, weights) of one page (lock held): what the other PDF
-    versions kept of it (lines, ruled tables, weights) when they laid it out in this
-    process, else the page loaded and laid out now."""
+    """(lines, frame, chars, grids, weights) of one page (lock held), through the walk
+    pdf@1-3 share: what they kept of the page in this process (lines, ruled tables, the
+    lines' weights), else the page loaded and laid out now. Weights evicted from the memo
+    (or a document the memo does not key) cost one more load."""
     import ctypes
 
     import pypdfium2.raw as raw
 
-    from ingest_pipeline.chunkers.pdf import (
-        PAGE_EXTRAS, PAGE_LINES, WEIGHTS, _extra_name, _grid_size, extra_key, extracted_lines, keep_weights, page_key,
-    )
-    from ingest_pipeline.layout.frames import page_frame
+    from ingest_pipeline.chunkers.pdf import PAGE_EXTRAS, WEIGHTS, extra_key, keep_weights, page_key, page_lines
 
+    lines, frame, n, _unit, grids = page_lines(pdf, index, tables_chunker._grids)
+    if n <= 0:
+        return [], frame, 0, [], []
     key = page_key(pdf, index)
-    grids_key = extra_key(key, _extra_name(tables_chunker._grids))
-    kept = PAGE_LINES.get(key)
-    if kept is not None:
-        lines, frame, n, _unit = kept
-        if n <= 0:
-            return [], frame, 0, [], []
-        grids, weights = PAGE_EXTRAS.get(grids_key), PAGE_EXTRAS.get(extra_key(key, WEIGHTS))
-        if grids is not None and weights is not None and len(weights) == len(lines):
-            return lines, frame, n, grids, weights
-    page = pdf[index]
-    try:
-        frame = page_frame(page)
-        textpage = page.get_textpage()
+    weights = PAGE_EXTRAS.get(extra_key(key, WEIGHTS))
+    if weights is None or len(weights) != len(lines):
+        page = pdf[index]
         try:
-            lines, n, _unit = extracted_lines(pdf, index, page, textpage, frame, raw, ctypes)
-            if n <= 0:
-                return [], frame, 0, [], []
-            grids = PAGE_EXTRAS.get(grids_key)
-            if grids is None:
-                grids = tables_chunker._grids(page, textpage, frame)
-                PAGE_EXTRAS.put(grids_key, grids, _grid_size(grids))
-            weights = PAGE_EXTRAS.get(extra_key(key, WEIGHTS))
-            if weights is None or len(weights) != len(lines):
+            textpage = page.get_textpage()
+            try:
                 weights = keep_weights(key, lines, textpage, raw, ctypes)
-            return lines, frame, n, grids, weights
+            finally:
+                textpage.close()
         finally:
-            textpage.close()
-    finally:
-        page.close()
+            page.close()
+    return lines, frame, n, grids, weights
 
 
 class PdfPassagesChunker(BaseChunker):

@@ -127,13 +127,6 @@ def page_key(pdf, index: int) -> tuple[bytes, int] | None:
     return (digest, index) if digest is not None else None
 
 
-def extracted_lines(pdf, index: int, page, textpage, frame, raw, ctypes) -> tuple[list, int, str]:
-    """(lines in reading order, char count, unit) of a loaded page: the kept copy, or PDFium's
-    characters laid out now and kept."""
-    key = page_key(pdf, index)
-    return _lines_of(PAGE_LINES.get(key), key, page, textpage, frame, raw, ctypes)
-
-
 def _lines_of(kept, key, page, textpage, frame, raw, ctypes) -> tuple[list, int, str]:
     """The kept copy's (lines, chars, unit), or the page's extracted now and kept."""
     from ingest_pipeline.layout.pdfium_text import extract_lines
@@ -194,7 +187,7 @@ def opened_pdf(content: bytes) -> Iterator[object | None]:
                 pdf.close()
 
 
-def _page_lines(pdf, index: int, extra=None):
+def page_lines(pdf, index: int, extra=None):
     """(lines in reading order, frame, char count, unit, extra) for one page, loaded once
     (lock held); ``extra(page, textpage, frame)`` adds per-page work on the same load."""
     import ctypes
@@ -226,8 +219,7 @@ def _page_lines(pdf, index: int, extra=None):
             if extra is not None:  # loaded for a finding beyond the lines: keep it, and the lines' weights
                 more = extra(page, textpage, frame)
                 PAGE_EXTRAS.put(found_key, more, _grid_size(more) if isinstance(more, list) else 4096)
-                if key is not None and PAGE_EXTRAS.get(extra_key(key, WEIGHTS)) is None:
-                    keep_weights(key, lines, textpage, raw, ctypes)
+                keep_weights(key, lines, textpage, raw, ctypes)
             return lines, frame, n, unit, more
         finally:
             textpage.close()
@@ -280,7 +272,7 @@ class PdfLinesChunker(BaseChunker):
                 if po.status != "read":
                     continue  # blank: nothing, not even a picture
                 try:
-                    lines, frame, n, _unit, _ = _page_lines(pdf, po.page - 1)
+                    lines, frame, n, _unit, _ = page_lines(pdf, po.page - 1)
                 except Exception:  # noqa: BLE001 - one broken page costs only itself
                     log.warning("pdf@1 could not lay out page %d", po.page, exc_info=True)
                     continue
@@ -334,7 +326,7 @@ def _document_lines(pdf, pages: tuple[PageOutput, ...], extra=None):
         if po.status != "read" or not 1 <= po.page <= count:
             continue
         try:
-            lines, frame, n, _unit, more = _page_lines(pdf, po.page - 1, extra)
+            lines, frame, n, _unit, more = page_lines(pdf, po.page - 1, extra)
         except Exception:  # noqa: BLE001
             log.warning("layout failed on page %d", po.page, exc_info=True)
             continue

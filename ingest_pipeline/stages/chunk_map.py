@@ -150,13 +150,10 @@ class Expander:
             pieces = [replace(p, embed_text=f"{self.title}\n{p.embed_text or p.text}") for p in pieces]
         limit = self.embedder.max_tokens
         texts = [p.embed_text or p.text for p in pieces]
-        counts = self.counts([t for t in texts if t])
+        self.counts([t for t in texts if t])
         out: list[list[ChunkPiece]] = []
-        at = 0
         for piece, text in zip(pieces, texts):
-            tokens = None
-            if text:
-                tokens, at = counts[at], at + 1
+            tokens = self.known[text] if text else None
             if not self.profile.split_oversized:
                 if tokens is not None and tokens > limit:
                     piece = replace(piece, meta={**piece.meta, "token_overflow": True})
@@ -175,10 +172,6 @@ def _prefix_apart(piece: ChunkPiece) -> bool:
         return True
     head = len(piece.embed_text) - len(piece.text or "")
     return bool(piece.text) and head > 0 and piece.embed_text.endswith(piece.text) and piece.embed_text[head - 1].isspace()
-
-
-def expander(profile: Profile, embedder: Embedder, path: str) -> Expander:
-    return Expander(profile, embedder, path)
 
 
 def _why_no_chunks(pages: Sequence[PageOutput], summary: dict[str, Any]) -> str:

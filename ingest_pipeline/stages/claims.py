@@ -153,8 +153,7 @@ def load_winning_claims(store: Store, order: Sequence[ChunkerInfo], metas: Seque
             if not wanted:
                 claims.append(Claim(chunker=info.ref, config_hash=config_hash))
                 continue
-        found = store.claim(info.asset_name, document, pages=wanted, meta=meta)
-        _, by_page = found
+        _, by_page = store.claim(info.asset_name, document, pages=wanted, meta=meta)
         if claimed is None:
             taken |= {p for p in by_page if p in known}
         claims.append(Claim(chunker=info.ref, config_hash=config_hash,
