@@ -68,9 +68,10 @@ def _raw_meta(schema: pa.Schema) -> str:
 class Lake:
     """Tables under one root: ``<root>/<table>/[<sub>/]<name>.parquet``.
 
-    Writes go to a temporary name and are renamed into place, so a killed run leaves
-    the previous file or none, never half a file. The root may be a local folder or a
-    URI pyarrow's filesystem layer understands.
+    A local write goes to a temporary name and is renamed into place; an object store's
+    upload appears whole or not at all; so a killed run leaves the previous file or none,
+    never half a file. The root may be a local folder or a URI pyarrow's filesystem layer
+    understands.
     """
 
     def __init__(self, root: str) -> None:
@@ -90,11 +91,21 @@ class Lake:
     ) -> str:
         target = self.path(table, *parts)
         folder = target.rsplit("/", 1)[0]
-        self.fs.create_dir(folder, recursive=True)
         if meta:
             schema_meta = dict(data.schema.metadata or {})
             schema_meta[_META_KEY] = _meta_json(meta).encode()
             data = data.replace_schema_metadata(schema_meta)
+        if not self._local:
+            # An object store shows an object whole or not at all: the finished file goes to
+            # its key in one upload, with no folder markers, temporary key, copy or delete
+            # (each a request, paid in latency on every write).
+            buffer = pa.BufferOutputStream()
+            pq.write_table(data, buffer, compression="zstd")
+            body = buffer.getvalue()
+            with self.fs.open_output_stream(target) as sink:
+                sink.write(body)
+            return target
+        self.fs.create_dir(folder, recursive=True)
         tmp = f"{folder}/.{uuid.uuid4().hex}.tmp"
         with self.fs.open_output_stream(tmp) as sink:
             pq.write_table(data, sink, compression="zstd")
@@ -112,6 +123,9 @@ class Lake:
     def read(self, table: str, *parts: str, columns: list[str] | None = None) -> pa.Table | None:
         path = self.path(table, *parts)
         try:
+            if not self._local:  # the whole object in one request, not a range per column chunk
+                with self.fs.open_input_stream(path) as source:
+                    return pq.read_table(pa.BufferReader(source.read()), columns=columns)
             with self.fs.open_input_file(path) as source:
                 return pq.read_table(source, columns=columns)
         except (FileNotFoundError, OSError) as exc:
@@ -136,10 +150,15 @@ class Lake:
                     if footer is not None:
                         _MEMO.put(footer, raw)
             return json.loads(raw) if raw else {}
-        if self.fs.get_file_info(path).type != pafs.FileType.File:
+        try:  # opening says whether the object is there: no request of its own to ask first
+            with self.fs.open_input_file(path) as source:
+                raw = _raw_meta(pq.read_schema(source))
+        except FileNotFoundError:
             return None
-        with self.fs.open_input_file(path) as source:
-            raw = _raw_meta(pq.read_schema(source))
+        except OSError:
+            if self.fs.get_file_info(path).type != pafs.FileType.File:
+                return None
+            raise
         return json.loads(raw) if raw else {}
 
     def delete(self, table: str, *parts: str) -> bool:

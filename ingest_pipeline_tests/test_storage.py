@@ -123,3 +123,61 @@ def test_query_runs_sql_over_the_views(tmp_path):
     lake = Lake(str(tmp_path / "lake"))
     table = query(lake, "select count(*) as n from errors")
     assert table.to_pylist() == [{"n": 0}]
+
+
+def test_on_an_object_store_a_lake_file_is_one_object_written_whole_in_few_requests(tmp_path, monkeypatch):
+    """On S3 (a real S3 server on loopback) a write is one upload to the file's own key: no
+    folder markers, no temporary key, no copy; a failed write leaves the old object; a read
+    is one GET of the object, and asking for a file that is not there costs no error."""
+    import re
+    import time
+
+    import boto3
+    import pyarrow.parquet as pq
+
+    from ingest_pipeline_tests.servers import start_s3
+
+    s3 = start_s3(tmp_path)
+    try:
+        env = {"AWS_ACCESS_KEY_ID": "lake-test", "AWS_SECRET_ACCESS_KEY": "lake-test-secret",
+               "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": s3.endpoint}
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        client = boto3.client("s3", endpoint_url=s3.endpoint)
+        client.create_bucket(Bucket="lakes")
+        lake = Lake("s3://lakes/root")
+
+        def requests() -> list[str]:
+            time.sleep(0.3)  # the server logs a request after answering it
+            plain = re.sub(r"\x1b\[[0-9;]*m", "", s3.log.read_text(errors="replace"))  # the server colours some
+            return re.findall(r'"(GET|HEAD|PUT|POST|DELETE) ', plain)
+
+        before = len(requests())
+        lake.write("claims", ("pdf_v1", "doc1"), pa.table({"a": [1, 2]}), meta={"fingerprint": "f1"})
+        written = requests()[before:]
+        assert "DELETE" not in written and len(written) <= 4, written  # the upload, and the key's check
+        keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket="lakes").get("Contents", []))
+        assert keys == ["root/claims/pdf_v1/doc1.parquet"]  # no marker, no temporary key
+
+        before = len(requests())
+        assert lake.read("claims", "pdf_v1", "doc1").column("a").to_pylist() == [1, 2]
+        read = requests()[before:]
+        assert read.count("GET") == 1 and len(read) <= 2, read
+        assert lake.meta("claims", "pdf_v1", "doc1") == {"fingerprint": "f1"}
+        assert lake.meta("claims", "pdf_v1", "doc2") is None and lake.read("claims", "pdf_v1", "doc2") is None
+
+        def explode(*args, **kwargs):
+            raise RuntimeError("killed mid-write")
+
+        monkeypatch.setattr(pq, "write_table", explode)
+        with pytest.raises(RuntimeError):
+            lake.write("claims", ("pdf_v1", "doc1"), pa.table({"a": [9]}))
+        monkeypatch.undo()
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        assert lake.read("claims", "pdf_v1", "doc1").column("a").to_pylist() == [1, 2]  # the old object, whole
+        assert [o["Key"] for o in client.list_objects_v2(Bucket="lakes")["Contents"]] == [
+            "root/claims/pdf_v1/doc1.parquet"]
+        assert lake.delete_document("doc1") == 1 and lake.read("claims", "pdf_v1", "doc1") is None
+    finally:
+        s3.stop()
