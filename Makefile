@@ -22,7 +22,7 @@ run: $(VENV)/.installed
 	$(BIN)/ingest-pipeline --data $(DATA) query "select profile, count(*) as chunks, count(distinct path) as documents, round(avg(tokens)) as mean_tokens, string_agg(distinct chunker, ' ') as chunkers from chunks group by profile order by profile"
 
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
 
 ui: $(VENV)/.installed
 	DAGSTER_HOME=$(abspath $(DATA))/dagster_home INGEST_DATA=$(abspath $(DATA)) $(BIN)/dagster dev -w workspace.yaml
