@@ -32,7 +32,8 @@ class Profile:
     chunkers: tuple[str, ...] = ()
     # Cut chunks over the embedder's token limit at token-aware boundaries (else flag them).
     split_oversized: bool = True
-    # Prefix every chunk's embedding text with its document's title (its file name).
+    # Prefix every chunk's embedding text with its document's title: its file name, and the
+    # title a chunker read in the document (pdf@4: the first page's largest lines), if any.
     document_context: bool = False
     # Embedded and written to LanceDB; None = only when it is the served profile.
     indexed: bool | None = None

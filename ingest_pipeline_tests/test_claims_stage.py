@@ -174,3 +174,46 @@ def test_a_chunk_map_reads_only_the_claims_that_win_and_tokenizes_each_text_once
         for x in ps])
     assert [c.chunk_id for c in whole.chunks] == [r["chunk_id"] for r in rows]
     assert [c.piece.embed_text for c in whole.chunks] == [r["embed_text"] for r in rows]
+
+
+def test_the_served_embedding_texts_name_the_document_as_its_first_page_does(data_dir):
+    """A file named by a ticker ("2022 Q3 ACME") whose cover sets the company's name large:
+    every served chunk's embedding text starts with the file's title and that name, and the
+    chunk's own text is left as it was; a file name that already says it is not repeated."""
+    import json
+
+    from ingest_pipeline.contract import ChunkPiece
+    from ingest_pipeline.stages.chunk_map import with_named_title
+    from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
+    from ingest_pipeline_tests.pdf_writer import PdfWriter
+
+    w = PdfWriter()
+    cover = w.page()
+    cover.text(72, 740, "FORM 10-Q", 18).text(72, 700, "Acme Widgets Corp.", 26)
+    for i in range(5):
+        cover.text(72, 640 - 16 * i, f"Net sales of the quarter were higher in segment {i}.", 10)
+    w.page().text(72, 720, "Revenue by segment rose on higher volumes in every region.", 10)
+    write(data_dir / "sources" / "2022 Q3 ACME.pdf", w.to_bytes())
+    p = fresh_pipeline(data_dir)
+    entries = collect(p.settings, [p.settings.source_root])
+    p.store.save_inventory(entries)
+    (doc,) = [e.document_id for e in entries]
+    stages.observe_source(p.settings, p.store, doc, "run")
+    stages.read_document(p.settings, p.store, doc, "run")
+    served = next(pr for pr in p.settings.profiles if pr.name == p.settings.default_profile)
+    for ref in p.registry.order_for(served.chunkers):
+        stages.run_chunker(p.settings, p.store, ref, p.registry.info(ref), doc, "run")
+    assert stages.build_chunk_map(p.store, p.registry, served, p.embedder, doc, "run").status == "new"
+    rows = p.store.chunk_rows(served.name, doc)
+    assert {r["page"] for r in rows} == {1, 2}
+    for row in rows:
+        assert row["embed_text"].startswith("2022 Q3 ACME (Acme Widgets Corp.)\n"), row["embed_text"]
+        assert not row["text"].startswith("2022 Q3 ACME")
+
+    (first,) = [r for r in rows if r["page"] == 1 and r["index"] == 0]
+    assert json.loads(first["meta"])["document_title"] == "Acme Widgets Corp."
+
+    pieces = [ChunkPiece(text="Net sales", bbox_reason="no_geometry", meta={"document_title": "Acme Widgets Corp."})]
+    assert with_named_title("acme widgets corp. annual report 2022", pieces) == "acme widgets corp. annual report 2022"
+    assert with_named_title("2022 Q3 ACME", pieces) == "2022 Q3 ACME (Acme Widgets Corp.)"
+    assert with_named_title("2022 Q3 ACME", []) == "2022 Q3 ACME"

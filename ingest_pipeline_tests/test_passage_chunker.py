@@ -105,3 +105,46 @@ def test_no_passage_passes_the_token_maximum_and_no_text_is_lost():
             assert piece.header_path == ("Liquidity and Capital Resources",)
         words = " ".join(p.text for p in answer.pieces).split()
         assert [w for w in words if w.isdigit()] == [str(i) for i in range(40)]
+
+
+def _cover(w: PdfWriter, *titles: tuple[str, float]):
+    page = w.page()
+    y = 740
+    for text, size in titles:
+        page.text(72, y, text, size)
+        y -= 2 * size
+    for i in range(6):
+        page.text(72, y - 16 * i, f"{FILLER} ({i}).", 10)
+    return page
+
+
+def test_the_first_pages_largest_short_lines_name_the_document_in_its_first_passage():
+    w = PdfWriter()
+    _cover(w, ("FORM 10-Q", 18), ("Acme Widgets Corp.", 26), ("Commission file number 1-2345", 10))
+    w.page().text(72, 720, "Zeta Holdings Annual Review", 40).text(72, 650, FILLER, 10)  # not the first page
+    first, second = _passages(w.to_bytes())
+    assert first.pieces[0].meta["document_title"] == "Acme Widgets Corp."
+    named = [p for pc in (first, second) for p in pc.pieces if "document_title" in p.meta]
+    assert named == [first.pieces[0]]  # named once, on the first page's first passage
+    assert "Acme Widgets Corp." in first.pieces[0].text  # and the text itself keeps the line
+
+    w = PdfWriter()  # two lines in the largest size name it together, in reading order
+    _cover(w, ("FORM 10-Q", 20), ("NVIDIA CORPORATION", 20))
+    assert _passages(w.to_bytes())[0].pieces[0].meta["document_title"] == "FORM 10-Q NVIDIA CORPORATION"
+
+    w = PdfWriter()  # nothing stands out from the body, or the largest line is a sentence: no title
+    _cover(w, ("Notes to the statements", 11))
+    assert all("document_title" not in p.meta for p in _passages(w.to_bytes())[0].pieces)
+    for line in ("a long line set large that reads like a sentence rather than a name of anything", "X" * 400):
+        w = PdfWriter()
+        _cover(w, (line, 24))
+        assert all("document_title" not in p.meta for p in _passages(w.to_bytes())[0].pieces)
+
+    w = PdfWriter()  # and the version's config can turn it off (a new config hash, so new chunk ids)
+    _cover(w, ("Acme Widgets Corp.", 26))
+    assert all("document_title" not in p.meta for p in _passages(w.to_bytes(), title_size=0)[0].pieces)
+    from ingest_pipeline.identity import config_hash
+    from ingest_pipeline.registry import stated_config
+
+    off, on = (config_hash("pdf@4", stated_config(PdfPassagesChunker(c))) for c in ({"title_size": 0}, None))
+    assert off != on

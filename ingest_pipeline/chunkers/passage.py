@@ -4,7 +4,9 @@ A passage is a run of consecutive regions of one page in reading order — pdf@2
 paragraphs and headings, pdf@3's ruled tables, lines@2's groups of OCR-read lines — sized
 in the embedder's own tokens. It never crosses a page or a heading; a table is a passage
 of its own, split between rows (header repeated) when too large. Running headers,
-footers and page numbers are left out (named in the first passage's ``meta``).
+footers and page numbers are left out (named in the first passage's ``meta``), and the
+title the first page sets largest is named in its first passage's ``meta``
+(``document_title``), for the chunk map's document context.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ _SPECIALS = 2
 _RUNNING = ("page_header", "page_footer")
 _LETTER = re.compile(r"[^\W\d_]")
 _NUMBER = re.compile(r"\d[\d,.]*")
+_TITLE_CHARS = 120  # a title line's length at most, however few its spaces
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # a font without a usable text map
 
 
 class PassageConfig(ChunkerConfig):
@@ -46,6 +50,10 @@ class PassageConfig(ChunkerConfig):
                                         "rest of the model's 256 is left for the document title")
     heading_size: float = Field(default=1.15, gt=1.0, description="a heading's font size over the body's")
     max_heading_words: int = Field(default=16, ge=1)
+    title_size: float = Field(default=1.3, ge=0.0,
+                              description="the document's title: the largest short lines of its first page, when "
+                                          "their font is this many times the page's body size (0: never)")
+    max_title_words: int = Field(default=10, ge=1)
 
     @model_validator(mode="after")
     def _target_below_max(self):
@@ -186,6 +194,26 @@ def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PassageCo
             flush()
     flush()
     return passages
+
+
+def cover_title(lines, config: PassageConfig) -> str:
+    """The name a document's first page gives it: its lines set in the largest font (at
+    most two, within 1% of the largest, in reading order) among those of few words with a
+    letter, when that font is ``title_size`` times the page's middle size or more; "" when
+    nothing stands out. A 10-Q's cover names its company this way ("Apple Inc."), where the
+    file name may say only a ticker."""
+    sized = [ln for ln in lines if ln.size > 0]
+    if not sized or not config.title_size:
+        return ""
+    body = statistics.median_high(ln.size for ln in sized)
+    short = [ln for ln in sized if len(ln.text.split()) <= config.max_title_words and len(ln.text) <= _TITLE_CHARS
+             and _LETTER.search(ln.text) and not _CONTROL.search(ln.text)]
+    if not short:
+        return ""
+    top = max(ln.size for ln in short)
+    if top < config.title_size * body:
+        return ""
+    return " ".join([" ".join(ln.text.split()) for ln in short if ln.size >= 0.99 * top][:2])
 
 
 def _cut(text: str, budget: int) -> list[str]:
@@ -404,6 +432,10 @@ class PdfPassagesChunker(BaseChunker):
             passages = pack_page(regions, outline, self.config)
             if passages and left_out:
                 passages[0] = replace(passages[0], meta={**passages[0].meta, "left_out": left_out})
+            if passages and po.page == 1 and lines is not None:
+                title = cover_title([ln for i, ln in enumerate(lines) if i not in running.get(1, set())], self.config)
+                if title:
+                    passages[0] = replace(passages[0], meta={**passages[0].meta, "document_title": title})
             out.append(PageChunks(page=po.page, pieces=tuple(passages)))
         return tuple(out)
 

@@ -123,6 +123,16 @@ def document_title(path: str) -> str:
     return " ".join(stem.replace("_", " ").split())
 
 
+def with_named_title(title: str, pieces: Sequence[ChunkPiece]) -> str:
+    """The file name's title, followed by the title a chunker read in the document itself
+    (``meta["document_title"]``, the first found; pdf@4 takes it from the first page)
+    unless the file name already says it: "2022 Q3 AAPL (Apple Inc.)"."""
+    named = next((p.meta["document_title"] for p in pieces if p.meta.get("document_title")), "")
+    if not named or named.casefold() in title.casefold():
+        return title
+    return f"{title} ({named})"
+
+
 class Expander:
     """A profile's chunk pieces as the embedder will see them: the document title put in
     front of each embedding text (when the profile asks for it), and a piece over the
@@ -147,7 +157,8 @@ class Expander:
 
     def __call__(self, pieces: Sequence[ChunkPiece]) -> list[list[ChunkPiece]]:
         if self.title:
-            pieces = [replace(p, embed_text=f"{self.title}\n{p.embed_text or p.text}") for p in pieces]
+            title = with_named_title(self.title, pieces)
+            pieces = [replace(p, embed_text=f"{title}\n{p.embed_text or p.text}") for p in pieces]
         limit = self.embedder.max_tokens
         texts = [p.embed_text or p.text for p in pieces]
         self.counts([t for t in texts if t])
