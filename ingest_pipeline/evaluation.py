@@ -189,7 +189,7 @@ def eval_index(parts: Parts, profile: str, docs: dict[str, str], folder: str):
     documents, embedded through the cache, with the same full-text index as a served one."""
     import pyarrow as pa
 
-    from ingest_pipeline.vector_index import VectorIndex, index_schema
+    from ingest_pipeline.vector_index import VectorIndex, index_schema, search_text
 
     index = VectorIndex(folder, parts.embedder.dim)
     table = query(parts.lake, "select * exclude (image) from chunks where profile = ? "
@@ -200,6 +200,7 @@ def eval_index(parts: Parts, profile: str, docs: dict[str, str], folder: str):
     for row, vector in zip(rows, vectors):
         row["modality"] = "text"
         row["vector"] = vector.tolist()
+        row["search_text"] = search_text(row)
     if rows:
         data = pa.Table.from_pylist(rows, schema=index_schema(index.dim))
         with index.writing():

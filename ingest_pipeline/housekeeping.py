@@ -19,7 +19,7 @@ import pyarrow as pa
 from ingest_pipeline.identity import canonical_json, sha256_text
 from ingest_pipeline.lake import Lake
 from ingest_pipeline.store import Store
-from ingest_pipeline.vector_index import VectorIndex
+from ingest_pipeline.vector_index import KEYWORD_COLUMN, VectorIndex
 
 # Versions newer than this stay readable, so a search that opened an older version of a
 # table keeps working while housekeeping runs.
@@ -59,16 +59,17 @@ def vector_index_config(rows: int):
 
 
 def ensure_indices(table, min_vector_rows: int = VECTOR_INDEX_MIN_ROWS) -> list[str]:
-    """Create what a table lacks: the full-text index on ``text`` and, once the table is
-    large, the vector index. Returns what was created."""
+    """Create what a table lacks: the full-text index on its keyword column and, once the
+    table is large, the vector index. Returns what was created."""
     from lancedb.index import FTS
 
     created = []
     rows = table.count_rows()
     have = {tuple(i.columns): i for i in table.list_indices()}
-    if rows and ("text",) not in have:
-        table.create_index("text", config=FTS(), replace=True)
-        created.append("text (FTS)")
+    keyword = KEYWORD_COLUMN if KEYWORD_COLUMN in table.schema.names else "text"  # a table no ingest upgraded yet
+    if rows and (keyword,) not in have:
+        table.create_index(keyword, config=FTS(), replace=True)
+        created.append(f"{keyword} (FTS)")
     if rows >= min_vector_rows and ("vector",) not in have:
         table.create_index("vector", config=vector_index_config(rows), replace=True)
         created.append("vector (IVF_RQ)")

@@ -15,6 +15,13 @@ from ingest_pipeline.tables import BBOX
 
 _PROCESS_LOCK = threading.Lock()
 SEARCH_MODES = ("vector", "text", "hybrid")
+KEYWORD_COLUMN = "search_text"  # the column the full-text index covers
+
+
+def search_text(row: dict[str, Any]) -> str | None:
+    """A chunk row's keyword text: what the model embedded (title and headings in front of
+    the text), else its text."""
+    return row.get("embed_text") or row.get("text")
 
 
 def table_name(profile: str) -> str:
@@ -31,6 +38,9 @@ def index_schema(dim: int) -> pa.Schema:
         ("index", pa.int32()),
         ("label", pa.string()),
         ("text", pa.string()),
+        # What keyword search reads: the embedding text (the document's title, the heading
+        # path, the text), so a word of the title or a heading finds the chunk as the vector does.
+        ("search_text", pa.string()),
         ("bbox", BBOX),
         ("bbox_reason", pa.string()),
         ("role", pa.string()),
@@ -77,6 +87,16 @@ def where_in(column: str, values: Iterable[str]) -> str:
     if not literals:
         return "false"
     return f"{_column(column)} IN ({', '.join(literals)})"
+
+
+def with_keywords(rows: pa.Table) -> pa.Table:
+    """``rows`` with their keyword column filled: a row that has none is found by its text."""
+    import pyarrow.compute as pc
+
+    if KEYWORD_COLUMN not in rows.column_names:
+        return rows.append_column(KEYWORD_COLUMN, rows.column("text"))
+    filled = pc.coalesce(rows.column(KEYWORD_COLUMN), rows.column("text"))
+    return rows.set_column(rows.column_names.index(KEYWORD_COLUMN), KEYWORD_COLUMN, filled)
 
 
 class VectorIndex:
@@ -142,7 +162,9 @@ class VectorIndex:
             unsupported = [f.name for f in missing if f.type not in sql_types]
             if unsupported:
                 raise RuntimeError(f"LanceDB table {table.name} lacks columns {unsupported}; drop it and re-ingest")
-            table.add_columns({f.name: f"CAST(NULL AS {sql_types[f.type]})" for f in missing})
+            # keyword search keeps finding old rows by their text until their documents are re-indexed
+            table.add_columns({f.name: "text" if f.name == KEYWORD_COLUMN else f"CAST(NULL AS {sql_types[f.type]})"
+                               for f in missing})
         return table
 
     def sync_document(self, profile: str, document: str, rows: pa.Table) -> dict[str, int]:
@@ -151,7 +173,7 @@ class VectorIndex:
         killed run never leaves a mix of the two to be served)."""
         from ingest_pipeline.faults import crash_point
 
-        rows = rows.select(index_schema(self.dim).names).cast(index_schema(self.dim))
+        rows = with_keywords(rows).select(index_schema(self.dim).names).cast(index_schema(self.dim))
         with self.writing():
             table = self.open(profile, create=True)
             mine = where_equals("document_id", document)
@@ -191,7 +213,7 @@ class VectorIndex:
         with self.writing():
             table = self.open(profile)
             if table is not None and table.count_rows():
-                table.create_index("text", config=FTS(), replace=True)
+                table.create_index(KEYWORD_COLUMN, config=FTS(), replace=True)
 
     def count(self, profile: str, document: str | None = None) -> int:
         table = self.open(profile)
@@ -231,13 +253,15 @@ class VectorIndex:
         table = self.open(profile)
         if table is None or table.count_rows() == 0:
             return []
+        # a table written before the keyword column, not yet upgraded by an ingest: its text
+        keywords = KEYWORD_COLUMN if KEYWORD_COLUMN in table.schema.names else "text"
         if mode == "vector":
             builder = table.search(list(vector), query_type="vector", vector_column_name="vector").metric("cosine")
         elif mode == "text":
-            builder = table.search(query, query_type="fts", fts_columns="text")
+            builder = table.search(query, query_type="fts", fts_columns=keywords)
         else:
             builder = (
-                table.search(query_type="hybrid", vector_column_name="vector", fts_columns="text")
+                table.search(query_type="hybrid", vector_column_name="vector", fts_columns=keywords)
                 .vector(list(vector))
                 .text(query)
             )
@@ -246,6 +270,7 @@ class VectorIndex:
         hits = builder.limit(k).to_arrow().to_pylist()
         for hit in hits:
             hit.pop("vector", None)
+            hit.pop(KEYWORD_COLUMN, None)  # the text with its title and headings: the hit has them apart
             if "_relevance_score" in hit:
                 hit["score"] = hit.pop("_relevance_score")
             elif "_distance" in hit:

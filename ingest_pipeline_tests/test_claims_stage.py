@@ -213,6 +213,13 @@ def test_the_served_embedding_texts_name_the_document_as_its_first_page_does(dat
     (first,) = [r for r in rows if r["page"] == 1 and r["index"] == 0]
     assert json.loads(first["meta"])["document_title"] == "Acme Widgets Corp."
 
+    # served: keyword search finds the second page's chunk by the name its text never says
+    stages.embed_documents(p.store, p.embedder, served, [doc], "run")
+    assert stages.index_document(p.store, p.index, served, doc, "run").status == "new"
+    p.index.refresh_text_index(served.name)
+    hits = p.index.search(served.name, "Acme Widgets", None, k=10, mode="text")
+    assert {h["page"] for h in hits} == {1, 2} and all("Acme" not in h["text"] for h in hits if h["page"] == 2)
+
     pieces = [ChunkPiece(text="Net sales", bbox_reason="no_geometry", meta={"document_title": "Acme Widgets Corp."})]
     assert with_named_title("acme widgets corp. annual report 2022", pieces) == "acme widgets corp. annual report 2022"
     assert with_named_title("2022 Q3 ACME", pieces) == "2022 Q3 ACME (Acme Widgets Corp.)"

@@ -42,7 +42,7 @@ def test_optimize_compacts_fragments_drops_old_versions_and_keeps_every_row(tmp_
     assert report.rows == len(expected) == 11 * 5 + 2
     assert report.fragments_before >= 12 and report.fragments_after < report.fragments_before
     assert report.versions_before >= 13 and report.versions_after == 1
-    assert report.created == ["text (FTS)"] and report.indices
+    assert report.created == ["search_text (FTS)"] and report.indices
     table = index.open("default")
     assert sorted(table.to_arrow().column("chunk_id").to_pylist()) == expected
     assert index.search("default", "d3-new", None, k=1, mode="text")[0]["chunk_id"] == "d3-new"
@@ -120,5 +120,5 @@ def test_the_scheduled_job_compacts_a_real_root_and_waits_for_the_lancedb_pool(d
     assert result.success
     table = index.open("default")
     assert housekeeping._fragments(table) < before and table.count_rows() == 18
-    assert any(tuple(i.columns) == ("text",) for i in table.list_indices())
+    assert any(tuple(i.columns) == ("search_text",) for i in table.list_indices())
     assert os.path.exists(settings.catalog_path)

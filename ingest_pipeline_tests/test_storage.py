@@ -119,6 +119,39 @@ def test_lancedb_search_modes(tmp_path):
     assert index.search("other", "apple", None, mode="text") == []
 
 
+def test_keyword_search_reads_the_embedding_text_and_an_old_table_keeps_finding_its_rows(tmp_path):
+    """The full-text side matches words of what the model embedded (a title, a heading) that
+    the chunk's own text lacks; hits carry the text, not the keyword column; a table an older
+    version wrote, without that column, is upgraded on the next write with its rows' text."""
+    import lancedb
+
+    index = VectorIndex(str(tmp_path / "lancedb"), dim=4)
+    rows = _rows("d1", ["sales", "margin"]).to_pylist()
+    rows[0]["search_text"] = "2022 Q3 ACME (Acme Widgets Corp.)\nNet sales > By segment\ntext about sales"
+    rows[1]["search_text"] = None  # a row without one is found by its text
+    index.sync_document("default", "d1", pa.Table.from_pylist(rows, schema=index_schema(4)))
+    index.refresh_text_index("default")
+    hits = index.search("default", "Acme Widgets", None, k=5, mode="text")
+    assert [h["chunk_id"] for h in hits] == ["sales"] and hits[0]["text"] == "text about sales"
+    assert "search_text" not in hits[0]
+    assert [h["chunk_id"] for h in index.search("default", "margin", None, k=5, mode="text")] == ["margin"]
+    hybrid = index.search("default", "Acme Widgets segment", [2.0, 0.0, 0.0, 1.0], k=2, mode="hybrid")
+    assert hybrid[0]["chunk_id"] == "sales"
+
+    old = tmp_path / "old"  # the schema before the keyword column
+    fields = [f for f in index_schema(4) if f.name != "search_text"]
+    from lancedb.index import FTS
+
+    lancedb.connect(str(old)).create_table("chunks_default", data=_rows("d1", ["kept"]).select(
+        [f.name for f in fields]).cast(pa.schema(fields))).create_index("text", config=FTS())
+    upgraded = VectorIndex(str(old), dim=4)
+    assert [h["chunk_id"] for h in upgraded.search("default", "kept", None, k=5, mode="text")] == ["kept"]
+    upgraded.sync_document("default", "d2", _rows("d2", ["new"]))
+    upgraded.refresh_text_index("default")
+    assert [h["chunk_id"] for h in upgraded.search("default", "kept", None, k=5, mode="text")] == ["kept"]
+    assert [h["chunk_id"] for h in upgraded.search("default", "new", None, k=5, mode="text")] == ["new"]
+
+
 def test_query_runs_sql_over_the_views(tmp_path):
     lake = Lake(str(tmp_path / "lake"))
     table = query(lake, "select count(*) as n from errors")

@@ -12,7 +12,7 @@ import pyarrow as pa
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.common import STAGE_VERSIONS, UNCHANGED, Finding, Outcome, UpstreamMissing, fingerprint_of
 from ingest_pipeline.store import Store
-from ingest_pipeline.vector_index import VectorIndex, index_schema
+from ingest_pipeline.vector_index import VectorIndex, index_schema, search_text
 
 
 def index_document(store: Store, index: VectorIndex, profile: Profile, document: str, run_id: str,
@@ -40,7 +40,8 @@ def index_document(store: Store, index: VectorIndex, profile: Profile, document:
         # Image chunks are indexed without a vector until an image embedder is configured:
         # a filter finds them, vector search skips them.
         is_image = row["text"] is None
-        rows.append({**row, "modality": "image" if is_image else "text", "vector": by_id.get(row["chunk_id"])})
+        rows.append({**row, "modality": "image" if is_image else "text", "vector": by_id.get(row["chunk_id"]),
+                     "search_text": search_text(row)})
     data = pa.Table.from_pylist(rows, schema=index_schema(index.dim))
     result = index.sync_document(profile.name, document, data)
     shas = set(chunks.column("source_sha256").to_pylist())
