@@ -102,6 +102,20 @@ def test_what_a_stage_keeps_in_memory_is_what_its_asset_would_read_back(data_dir
         assert from_memory == read_back, profile.name
 
 
+def _one_document_read(data_dir):
+    """A fresh pipeline over the one file in ``data_dir/sources``, its source observed and its
+    pages read: (pipeline parts, document id, served profile)."""
+    from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
+
+    p = fresh_pipeline(data_dir)
+    entries = collect(p.settings, [p.settings.source_root])
+    p.store.save_inventory(entries)
+    (doc,) = [e.document_id for e in entries]
+    stages.observe_source(p.settings, p.store, doc, "run")
+    stages.read_document(p.settings, p.store, doc, "run")
+    return p, doc, next(pr for pr in p.settings.profiles if pr.name == p.settings.default_profile)
+
+
 def test_a_chunk_map_reads_only_the_claims_that_win_and_tokenizes_each_text_once(data_dir):
     """Building a chunk map turns into pieces only the pages each claim wins (first in the
     profile's order) and tokenizes the document's embedding texts in one batch, with no call
@@ -113,18 +127,11 @@ def test_a_chunk_map_reads_only_the_claims_that_win_and_tokenizes_each_text_once
     from ingest_pipeline.merge import Claim, merge_claims
     from ingest_pipeline.stages.chunk_map import document_title
     from ingest_pipeline.token_limits import split_to_limit
-    from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
 
     write(data_dir / "sources" / "report.pdf", (CORPUS / "files" / "pdf" / "docling__multi_page.pdf").read_bytes())
-    p = fresh_pipeline(data_dir)
-    entries = collect(p.settings, [p.settings.source_root])
-    p.store.save_inventory(entries)
-    (doc,) = [e.document_id for e in entries]
-    stages.observe_source(p.settings, p.store, doc, "run")
-    stages.read_document(p.settings, p.store, doc, "run")
+    p, doc, served = _one_document_read(data_dir)
     for chunker in p.registry.all():
         stages.run_chunker(p.settings, p.store, chunker, p.registry.info(chunker), doc, "run")
-    served = next(pr for pr in p.settings.profiles if pr.name == p.settings.default_profile)
     order = [p.registry.info(c) for c in p.registry.order_for(served.chunkers)]
 
     read, calls = [], {"offsets": 0, "counts": 0}
@@ -184,7 +191,6 @@ def test_the_served_embedding_texts_name_the_document_as_its_first_page_does(dat
 
     from ingest_pipeline.contract import ChunkPiece
     from ingest_pipeline.stages.chunk_map import with_named_title
-    from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
     from ingest_pipeline_tests.pdf_writer import PdfWriter
 
     w = PdfWriter()
@@ -194,13 +200,7 @@ def test_the_served_embedding_texts_name_the_document_as_its_first_page_does(dat
         cover.text(72, 640 - 16 * i, f"Net sales of the quarter were higher in segment {i}.", 10)
     w.page().text(72, 720, "Revenue by segment rose on higher volumes in every region.", 10)
     write(data_dir / "sources" / "2022 Q3 ACME.pdf", w.to_bytes())
-    p = fresh_pipeline(data_dir)
-    entries = collect(p.settings, [p.settings.source_root])
-    p.store.save_inventory(entries)
-    (doc,) = [e.document_id for e in entries]
-    stages.observe_source(p.settings, p.store, doc, "run")
-    stages.read_document(p.settings, p.store, doc, "run")
-    served = next(pr for pr in p.settings.profiles if pr.name == p.settings.default_profile)
+    p, doc, served = _one_document_read(data_dir)
     for ref in p.registry.order_for(served.chunkers):
         stages.run_chunker(p.settings, p.store, ref, p.registry.info(ref), doc, "run")
     assert stages.build_chunk_map(p.store, p.registry, served, p.embedder, doc, "run").status == "new"
