@@ -19,7 +19,7 @@ import pyarrow as pa
 from ingest_pipeline.identity import canonical_json, sha256_text
 from ingest_pipeline.lake import Lake
 from ingest_pipeline.store import Store
-from ingest_pipeline.vector_index import KEYWORD_COLUMN, VectorIndex
+from ingest_pipeline.vector_index import VectorIndex, keyword_column
 
 # Versions newer than this stay readable, so a search that opened an older version of a
 # table keeps working while housekeeping runs.
@@ -66,7 +66,7 @@ def ensure_indices(table, min_vector_rows: int = VECTOR_INDEX_MIN_ROWS) -> list[
     created = []
     rows = table.count_rows()
     have = {tuple(i.columns): i for i in table.list_indices()}
-    keyword = KEYWORD_COLUMN if KEYWORD_COLUMN in table.schema.names else "text"  # a table no ingest upgraded yet
+    keyword = keyword_column(table)
     if rows and (keyword,) not in have:
         table.create_index(keyword, config=FTS(), replace=True)
         created.append(f"{keyword} (FTS)")

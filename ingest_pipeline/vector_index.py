@@ -18,6 +18,12 @@ SEARCH_MODES = ("vector", "text", "hybrid")
 KEYWORD_COLUMN = "search_text"  # the column the full-text index covers
 
 
+def keyword_column(table) -> str:
+    """The column a table's full-text index covers: the keyword column, or ``text`` in a
+    table an older version wrote and no ingest has upgraded yet."""
+    return KEYWORD_COLUMN if KEYWORD_COLUMN in table.schema.names else "text"
+
+
 def search_text(row: dict[str, Any]) -> str | None:
     """A chunk row's keyword text: what the model embedded (title and headings in front of
     the text), else its text."""
@@ -253,8 +259,7 @@ class VectorIndex:
         table = self.open(profile)
         if table is None or table.count_rows() == 0:
             return []
-        # a table written before the keyword column, not yet upgraded by an ingest: its text
-        keywords = KEYWORD_COLUMN if KEYWORD_COLUMN in table.schema.names else "text"
+        keywords = keyword_column(table)
         if mode == "vector":
             builder = table.search(list(vector), query_type="vector", vector_column_name="vector").metric("cosine")
         elif mode == "text":
