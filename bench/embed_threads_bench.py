@@ -1,13 +1,15 @@
-"""The embedder's thread and batch settings, chosen by measurement on this machine.
+"""The embedder's session, thread and batch settings, chosen by measurement on this machine.
 
-    .venv/bin/python bench/embed_threads_bench.py [--texts N] [--threads T ...] [--batches B ...] [--out FILE]
+    .venv/bin/python bench/embed_threads_bench.py [--texts N] [--settings W:T:B ...] [--out FILE]
 
 Embeds the same passages (cut from the corpus Markdown, about 1,000 characters each, so
-near the model's 256 tokens like the served passages) with every combination of
-onnxruntime intra-op threads and batch size, each in a fresh process so no session or
-cache is shared, and reports passages per second, the process's peak memory, and each
-setting's time as a ratio to onnxruntime's own thread count with batches of 64 (the
-project's default until this measurement; ``embed_batch`` is now 8).
+near the model's 256 tokens like the served passages) with each setting ``W:T:B``: W
+onnxruntime sessions side by side (each on a thread of its own, taking the next batch as
+it finishes one), T intra-op threads per session (0: onnxruntime's own count, both cores
+here) and B texts per model call. Each setting runs in a fresh process, so no session or
+cache is shared; the report gives passages per second, the process's peak memory, and each
+setting's time as a ratio to one session on onnxruntime's own threads with batches of 8
+(the project's setting before this measurement).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 CORPUS_MD = ROOT.parent / "shared" / "corpus" / "files" / "md"
+BEFORE = "1:0:8"
+SETTINGS = [BEFORE, "1:0:4", "1:0:16", "2:1:2", "2:1:4", "2:1:8", "2:1:16", "1:1:4"]
 
 
 def passages(count: int) -> list[str]:
@@ -40,41 +44,41 @@ def passages(count: int) -> list[str]:
     return out
 
 
-def one(threads: int, batch: int, count: int) -> dict:
+def one(setting: str, count: int) -> dict:
     from ingest_pipeline.embedding import MiniLMEmbedder
 
-    embedder = MiniLMEmbedder(batch_size=batch, threads=threads or None)
+    workers, threads, batch = (int(x) for x in setting.split(":"))
+    embedder = MiniLMEmbedder(batch_size=batch, threads=threads or None, workers=workers)
     texts = passages(count)
-    embedder.embed(texts[:8])  # load the session
+    embedder.embed(texts[:8])  # load the sessions
     started = time.perf_counter()
     embedder.embed(texts)
     seconds = time.perf_counter() - started
-    return {"threads": threads or "onnxruntime default", "batch": batch, "texts": count,
-            "seconds": round(seconds, 2), "texts_per_second": round(count / seconds, 2),
+    return {"setting": setting, "sessions": workers, "threads": threads or "onnxruntime default", "batch": batch,
+            "texts": count, "seconds": round(seconds, 2), "texts_per_second": round(count / seconds, 2),
             "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--texts", type=int, default=400)
-    parser.add_argument("--threads", nargs="*", type=int, default=[0, 1, 2], help="0: onnxruntime's default")
-    parser.add_argument("--batches", nargs="*", type=int, default=[8, 16, 32, 64])
+    parser.add_argument("--settings", nargs="*", default=SETTINGS, help="sessions:threads:batch (threads 0: "
+                                                                       "onnxruntime's own count)")
     parser.add_argument("--out")
-    parser.add_argument("--one", nargs=2, type=int, metavar=("THREADS", "BATCH"), help=argparse.SUPPRESS)
+    parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.one[0], args.one[1], args.texts)))
+        print(json.dumps(one(args.one, args.texts)))
         return 0
     rows = []
-    for threads in args.threads:
-        for batch in sorted(set(args.batches) | {64}):
-            out = subprocess.run([sys.executable, __file__, "--one", str(threads), str(batch), "--texts",
-                                  str(args.texts)], check=True, capture_output=True, text=True)
-            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    default = next(r for r in rows if r["batch"] == 64 and r["threads"] == (args.threads[0] or "onnxruntime default"))
+    for setting in dict.fromkeys([BEFORE, *args.settings]):
+        out = subprocess.run([sys.executable, __file__, "--one", setting, "--texts", str(args.texts)],
+                             check=True, capture_output=True, text=True)
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    before = next(r for r in rows if r["setting"] == BEFORE)
     for row in rows:
-        row["seconds_over_default"] = round(row["seconds"] / default["seconds"], 3)
+        row["seconds_over_before"] = round(row["seconds"] / before["seconds"], 3)
     best = min(rows, key=lambda r: r["seconds"])
     report = {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

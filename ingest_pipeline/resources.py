@@ -93,11 +93,12 @@ class MiniLM(EmbedderResource):
     """all-MiniLM-L6-v2 (int8 ONNX), loaded on first use and once per process
     (``embedding.minilm``), however many runs and resource copies use it."""
 
-    batch_size: int = 8  # settings.embed_batch
-    threads: int = 0  # 0: onnxruntime's default
+    batch_size: int = 4  # settings.embed_batch
+    threads: int = 1  # settings.embed_threads (0: onnxruntime's default)
+    workers: int = 1  # settings.embed_workers: sessions side by side
 
     def _model(self) -> MiniLMEmbedder:
-        return minilm(self.batch_size, self.threads or None)
+        return minilm(self.batch_size, self.threads or None, self.workers)
 
     @property
     def model_id(self) -> str:
@@ -193,7 +194,8 @@ def parse_worker_for(settings: Settings) -> ParseWorkerResource:
 
 def resources_for(settings: Settings, embedder: EmbedderResource | None = None) -> dict[str, Any]:
     """The resources every job of a storage root binds (the CLI and the tests use the same)."""
-    embedder = embedder or MiniLM(batch_size=settings.embed_batch)
+    embedder = embedder or MiniLM(batch_size=settings.embed_batch, threads=settings.embed_threads,
+                                  workers=settings.embed_workers)
     return {
         "ingest": IngestResource(data=settings.data),
         "store": StoreResource(root=settings.lake_root),

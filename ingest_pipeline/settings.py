@@ -64,9 +64,13 @@ class Settings:
     # Outside folders a symbolic link in a source folder may point into (besides the
     # source root and the folder it was found in).
     link_roots: tuple[str, ...] = ()
-    # Texts per model call. Measured on 2 cores over 1,000-character passages
-    # (bench/results/embed_threads.json): 8 takes 0.83x the time of 64 in 547 MiB against 2,923.
-    embed_batch: int = 8
+    # How the model runs, measured on 2 cores over the served passages
+    # (bench/results/embed_threads.json): one session per core, each on one thread, takes
+    # 4 texts per call; together they embed in about 0.76x the time of one session whose
+    # onnxruntime threads share both cores (whose best batch was 4 to 8).
+    embed_batch: int = 4
+    embed_workers: int = field(default_factory=lambda: available_cpus())
+    embed_threads: int = 1  # intra-op threads per session; 0: onnxruntime's own count
     # Readers and chunkers run in a worker process: seconds per call (0 = in process)
     # and the worker's address-space limit.
     parse_timeout: float = 300.0
@@ -229,7 +233,9 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         link_roots=link_roots,
         parse_timeout=float(os.environ.get("INGEST_PARSE_TIMEOUT") or limits.get("parse_timeout", 300.0)),
         parse_memory_bytes=int(limits.get("parse_memory_mib", 6 * 1024)) * 1024**2,
-        embed_batch=int(config.get("embed_batch", 8)),
+        embed_batch=int(config.get("embed_batch", Settings.embed_batch)),
+        embed_workers=max(1, int(config.get("embed_workers", available_cpus()))),
+        embed_threads=max(0, int(config.get("embed_threads", Settings.embed_threads))),
         sensor_interval=int(os.environ.get("INGEST_SENSOR_INTERVAL") or dagster_cfg.get("sensor_interval", 15)),
         executor=executor,
         run_batch=int(dagster_cfg.get("run_batch", Settings.run_batch)),
@@ -237,3 +243,11 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         partition_mode=mode,
         shard_count=int(partitioning.get("shards", 4096)),
     )
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the system says it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not every platform has affinity
+        return max(1, os.cpu_count() or 1)

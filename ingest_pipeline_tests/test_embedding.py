@@ -26,6 +26,14 @@ def test_batching_and_length_sorting_do_not_change_vectors(embedder):
     assert np.allclose(small_batches.embed(texts), together, atol=1e-4)
 
 
+def test_sessions_side_by_side_give_each_text_its_own_vector(embedder):
+    texts = [f"greenhouse {i} " + "tomato irrigation valve " * (i % 7) for i in range(23)]
+    side_by_side = MiniLMEmbedder(batch_size=2, threads=1, workers=3)
+    vectors = side_by_side.embed(texts)
+    assert len(side_by_side._sessions) == 3
+    assert np.allclose(vectors, embedder.embed(texts), atol=1e-4)
+
+
 def test_token_counts_are_not_truncated(embedder):
     short, long = embedder.count_tokens(["hello world", "word " * 600])
     assert short == 4  # [CLS] hello world [SEP]
@@ -47,7 +55,12 @@ def test_the_embed_batch_setting_is_the_batch_the_served_model_runs(tmp_path):
     from ingest_pipeline.resources import resources_for
     from ingest_pipeline.settings import load_settings
 
-    assert resources_for(load_settings(str(tmp_path)))["embedder"].batch_size == 8  # the measured default
-    (tmp_path / "ingest_pipeline.toml").write_text("embed_batch = 4\n")
+    import os
+
+    default = resources_for(load_settings(str(tmp_path)))["embedder"]
+    # the measured default: a one-thread session per CPU, 4 texts per call
+    assert (default.batch_size, default.threads, default.workers) == (4, 1, len(os.sched_getaffinity(0)))
+    (tmp_path / "ingest_pipeline.toml").write_text("embed_batch = 16\nembed_workers = 1\nembed_threads = 0\n")
     embedder = resources_for(load_settings(str(tmp_path)))["embedder"]
-    assert embedder.batch_size == 4 and embedder._model().batch_size == 4
+    model = embedder._model()
+    assert (model.batch_size, model.workers, model.threads) == (16, 1, None)
