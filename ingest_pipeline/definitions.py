@@ -34,13 +34,17 @@ def build_definitions(settings: Settings, resources: dict | None = None) -> Defi
     ``resources_for(settings)``) are bound to every job; their chunker registry is the graph's."""
     resources = resources or resources_for(settings)
     registry = resources["chunkers"].registry()  # discovered once, for the graph and its runs alike
-    chunk_assets = build_chunk_assets(registry)
     profile_assets = []
     used: set[str] = set()
+    served: set[str] = set()  # the versions an indexed profile uses: a run takes them first
     for profile in settings.profiles:
         profile_assets += build_profile_assets(registry, profile, resources["embedder"].max_tokens,
                                                indexed=settings.is_indexed(profile))
-        used |= {f"{c.id}_v{c.version}" for c in registry.order_for(profile.chunkers)}
+        versions = {f"{c.id}_v{c.version}" for c in registry.order_for(profile.chunkers)}
+        used |= versions
+        if settings.is_indexed(profile):
+            served |= versions
+    chunk_assets = build_chunk_assets(registry, served)
     per_document = [sources, pages, *chunk_assets, *profile_assets]
     # The ingest job runs the chunker versions some profile uses; the others stay in the
     # graph, to be materialized on demand (an opt-in version is asked only when named).

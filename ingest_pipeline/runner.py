@@ -17,7 +17,7 @@ from ingest_pipeline.isolation import kept_worker
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.progress import Column, DocumentEvent, StageBoard, listening
 from ingest_pipeline.resources import Parts
-from ingest_pipeline.stages import FORCE_TAG, empty_reason, finished, reconcile
+from ingest_pipeline.stages import FORCE_TAG, IN_PROCESS_TAG, empty_reason, finished, reconcile
 from ingest_pipeline.stages.reconcile import contiguous_batches
 from ingest_pipeline.stale_runs import fail_stale_runs, process_tags
 
@@ -157,7 +157,7 @@ def ingest(
             for batch in contiguous_batches(plan.ordered, wanted - current, batch_size):
                 result = job.execute_in_process(
                     instance=instance, resources=resources, raise_on_error=False, run_config=QUIET,
-                    tags={**range_tags(batch[0], batch[-1]), **process_tags(),
+                    tags={**range_tags(batch[0], batch[-1]), **process_tags(), IN_PROCESS_TAG: "true",
                           **({FORCE_TAG: "true"} if force else {})},
                 )
                 report.run_ids.append(result.run_id)

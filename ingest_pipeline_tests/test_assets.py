@@ -248,3 +248,39 @@ def test_a_chunker_config_edited_for_one_run_cuts_new_chunks_with_a_new_config_h
     assert not {r["chunk_id"] for r in after} & {r["chunk_id"] for r in before}
     meta = materializations(result)
     assert {m["config_hash"] for m in meta["chunks/markdown_v1"].values()} == {after[0]["config_hash"]}
+
+
+def test_the_served_texts_reach_the_model_while_the_rest_of_the_run_parses_and_merges(data_dir, sample_sources):
+    import os
+
+    from dagster import DagsterEventType
+
+    pipeline = fresh_pipeline(data_dir)
+    instance = temporary_instance(data_dir)
+    keys = register(pipeline, instance)
+    result = run_batch(pipeline, instance, keys)
+    assert result.success
+    started = {e.dagster_event.step_key: e.timestamp for e in instance.all_logs(
+        result.run_id, of_type=DagsterEventType.STEP_START)}
+    order = sorted(started, key=started.get)
+    served = {"chunk_map_retrieval", "embeddings_retrieval", "lancedb_retrieval"} | {
+        f"chunks__{c.id}_v{c.version}" for c in pipeline.resources["chunkers"].registry().order_for(
+            next(p for p in pipeline.settings.profiles if p.name == "retrieval").chunkers)}
+    others = [step for step in order if step not in served and step not in ("sources", "pages")]
+    assert others  # the unindexed profiles' versions and chunk maps
+    # the served chain first, its embeddings step last: everything else runs in between
+    assert all(order.index("chunk_map_retrieval") < order.index(s) < order.index("embeddings_retrieval")
+               for s in others)
+    assert order[-2:] == ["embeddings_retrieval", "lancedb_retrieval"]
+    # ... while the model works on the served texts: it was handed them before the other
+    # steps began, its cache shards hold every vector the run embedded, and they count as
+    # embedded by this run (not as cached)
+    handed = [e.timestamp for e in instance.all_logs(result.run_id)
+              if e.dagster_event is None and "while the run's other steps go on" in e.user_message]
+    assert len(handed) == 1 and handed[0] < min(started[s] for s in others)
+    shards = [f for f in pipeline.store.embedding_cache_files(pipeline.resources["embedder"].model_id)
+              if os.path.basename(f).startswith(result.run_id)]
+    assert shards and all(os.path.basename(f).startswith(f"{result.run_id}-ahead-") for f in shards)
+    ahead = sum(pipeline.store.read_cache_file(f).num_rows for f in shards)
+    assert total(result, "embeddings_retrieval", "embedded") == ahead > 0
+    assert total(result, "embeddings_retrieval", "cached") == 0

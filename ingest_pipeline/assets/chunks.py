@@ -2,6 +2,7 @@
 
 
 import time
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from dagster import (
@@ -22,6 +23,7 @@ from ingest_pipeline.assets.common import (
     for_each_document,
     forced,
     report_partitions,
+    served_first,
 )
 from ingest_pipeline.assets.sources import pages
 from ingest_pipeline.partitions import documents_partitions
@@ -56,7 +58,7 @@ def config_schema_for(chunker: Any) -> dict[str, Field]:
     return fields
 
 
-def build_chunk_asset(registry: ChunkerRegistry, chunker: Any):
+def build_chunk_asset(registry: ChunkerRegistry, chunker: Any, served: bool = False):
     info = registry.info(chunker)
     check_names = tuple(getattr(chunker, "check_names", ()) or ())
     check_descriptions = dict(getattr(chunker, "check_descriptions", {}) or {})
@@ -79,6 +81,7 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any):
                      for name in check_names],
         metadata={"chunker": info.ref, "default": info.default, "media_types": list(info.media_types or ["*"])},
         tags={"chunker": info.asset_name},
+        op_tags=served_first(served),
     )
     def _chunks(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
                 chunkers: ChunkersResource, parse: ParseWorkerResource) -> MaterializeResult:
@@ -104,5 +107,7 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any):
     return _chunks
 
 
-def build_chunk_assets(registry: ChunkerRegistry) -> list:
-    return [build_chunk_asset(registry, c) for c in registry.all()]
+def build_chunk_assets(registry: ChunkerRegistry, served: AbstractSet[str] = frozenset()) -> list:
+    """A chunk asset per installed version; ``served``: the asset names of the versions an
+    indexed profile uses, whose steps a run takes first (``served_first``)."""
+    return [build_chunk_asset(registry, c, registry.info(c).asset_name in served) for c in registry.all()]

@@ -39,6 +39,33 @@ STATUS_TEXT = {
 }
 
 
+# The order of a run's steps (Dagster's ``dagster/priority`` tag: among the steps whose inputs
+# are ready, the higher goes first). An indexed profile's chunker versions and chunk map go
+# first, so its texts reach the model (``stages.EmbeddingPrefetch``) while the rest of the
+# run parses and merges; its embeddings step goes last, when nothing is left to overlap.
+PRIORITY_TAG = "dagster/priority"
+
+
+def served_first(served: bool = True) -> dict[str, str]:
+    return {PRIORITY_TAG: "1"} if served else {}
+
+
+def embed_last() -> dict[str, str]:
+    return {PRIORITY_TAG: "-1"}
+
+
+def runs_step_here(context: AssetExecutionContext, settings: Settings, key: AssetKey) -> bool:
+    """Whether this run executes the asset ``key``'s step in this very process: the job
+    runs its steps in one process (the ``in_process`` executor, or ``execute_in_process``
+    whatever the setting) and the run selects the asset."""
+    from ingest_pipeline.stages import IN_PROCESS_TAG
+
+    in_process = settings.executor == "in_process" or context.run.tags.get(IN_PROCESS_TAG) == "true"
+    selection = context.run.asset_selection  # empty or None: the whole job
+    return (in_process and key in context.job_def.asset_layer.selected_asset_keys
+            and (not selection or key in selection))
+
+
 def chunk_map_key(profile: str) -> AssetKey:
     return AssetKey(f"chunk_map_{profile}")
 

@@ -13,12 +13,15 @@ from ingest_pipeline.assets.common import (
     chunk_map_key,
     check_result,
     document_keys,
+    embed_last,
     embeddings_key,
     for_each_document,
     forced,
     lancedb_key,
     preview_markdown,
     report_partitions,
+    runs_step_here,
+    served_first,
 )
 from ingest_pipeline.assets.sources import pages
 from ingest_pipeline.partitions import documents_partitions
@@ -53,6 +56,7 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         description=f"Profile '{profile.name}': claims merged per page, first in order wins ({refs}).",
         metadata={"order": [i.ref for i in order], "profile": profile.name},
         check_specs=[AssetCheckSpec(n, asset=map_key, description=d) for n, d in CHUNK_MAP_CHECKS.items()],
+        op_tags=served_first(indexed),
     )
     def _chunk_map(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
                    chunkers: ChunkersResource, embedder: EmbedderResource) -> MaterializeResult:
@@ -62,6 +66,13 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         outcomes = for_each_document(context, keys, lambda doc: stages.guarded(
             st, f"chunk_map/{profile.name}", doc, context.run_id, stages.build_chunk_map,
             st, registry, profile, embedder, doc, context.run_id, force=forced(context, ingest)))
+        if indexed and runs_step_here(context, settings, emb_key):
+            # the model starts on this profile's new texts while the run's other steps go on
+            ahead = stages.EmbeddingPrefetch.start(st, embedder, profile, keys, context.run_id,
+                                                   force=forced(context, ingest))
+            if ahead:
+                context.log.info(f"Embedding {len(ahead.texts)} new texts of profile '{profile.name}' "
+                                 f"while the run's other steps go on; {emb_key.to_user_string()} takes them")
         rows_by_doc, findings = chunk_map_findings(st, profile.name, keys, max_tokens,
                                                    {o.document: o.kept for o in outcomes})
 
@@ -86,16 +97,17 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         key=emb_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name=group,
         deps=[map_key], kinds={"parquet"}, code_version=str(stages.STAGE_VERSIONS["embeddings"]),
         description=f"Profile '{profile.name}': a vector per text chunk, through the embedding cache.",
-        metadata={"profile": profile.name},
+        metadata={"profile": profile.name}, op_tags=embed_last(),
     )
     def _embeddings(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
                     embedder: EmbedderResource) -> MaterializeResult:
         st = store.store()
         started = time.perf_counter()
         keys = document_keys(context, ingest.settings(), st)
+        ahead = stages.EmbeddingPrefetch.take(context.run_id, profile.name)
         outcomes = stages.embed_documents(st, embedder, profile, keys, context.run_id,
                                           on_done=lambda o: progress.report(emb_key.to_user_string(), o),
-                                          force=forced(context, ingest))
+                                          force=forced(context, ingest), prefetched=ahead)
         report_partitions(context, outcomes, started, lambda o: {"model": embedder.model_id})
         return MaterializeResult()
 

@@ -18,6 +18,7 @@ from ingest_pipeline.stages.chunk_map import build_chunk_map, document_title, em
 from ingest_pipeline.stages.claims import chunk_document, run_chunker
 from ingest_pipeline.stages.common import (
     FORCE_TAG,
+    IN_PROCESS_TAG,
     STAGE_VERSIONS,
     UNCHANGED,
     Finding,
@@ -30,7 +31,7 @@ from ingest_pipeline.stages.common import (
     guarded,
     record_error,
 )
-from ingest_pipeline.stages.embeddings import EmbeddingCache, embed_documents
+from ingest_pipeline.stages.embeddings import EmbeddingCache, EmbeddingPrefetch, embed_documents
 from ingest_pipeline.stages.index import finished, index_document
 from ingest_pipeline.stages.pages import load_pages, read_document
 from ingest_pipeline.stages.reconcile import (
@@ -43,7 +44,7 @@ from ingest_pipeline.stages.reconcile import (
 from ingest_pipeline.stages.sources import load_source, observe_source, source_bytes
 
 __all__ = [
-    "FORCE_TAG", "STAGE_VERSIONS", "UNCHANGED", "EmbeddingCache", "Finding", "NoChunks", "Outcome", "PartitionPlan",
+    "FORCE_TAG", "IN_PROCESS_TAG", "STAGE_VERSIONS", "UNCHANGED", "EmbeddingCache", "EmbeddingPrefetch", "Finding", "NoChunks", "Outcome", "PartitionPlan",
     "StageError", "UpstreamMissing", "build_chunk_map", "chunk_document", "clear_error", "document_title",
     "embed_documents", "empty_reason", "error_traceback", "finished", "guarded", "index_document",
     "load_pages", "load_source", "observe_source", "plan_partitions", "read_document", "reconcile", "record_error",

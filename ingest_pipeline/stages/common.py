@@ -33,6 +33,9 @@ class UpstreamMissing(Exception):
 # Run tag (set by ``ingest --force``, or in the launchpad) that makes every stage recompute
 # whatever its fingerprint says; the ``ingest`` resource's ``force`` config does the same.
 FORCE_TAG = "ingest/force"
+# Run tag on the runs the command line executes with ``execute_in_process``: every step in
+# the one process, whatever executor the settings name.
+IN_PROCESS_TAG = "ingest/in_process"
 # What an unchanged outcome says about itself, so a skip is never silent.
 UNCHANGED = {"skipped_because": "inputs' fingerprint unchanged",
              "to_recompute": f"run with tag {FORCE_TAG}=true or resource config ingest.force = true "

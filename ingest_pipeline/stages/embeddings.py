@@ -3,6 +3,9 @@ through the embedding cache keyed by (model id, sha256 of the text)."""
 
 from __future__ import annotations
 
+import atexit
+import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -57,12 +60,54 @@ class EmbeddingCache:
 FLUSH_TEXTS = 64
 
 
+def _to_embed(store: Store, embedder: Embedder, profile: Profile, documents: Sequence[str], force: bool,
+              finish: Callable[[str, Outcome | Exception], None]) -> list[tuple[str, pa.Table, str]]:
+    """The documents whose embeddings are out of date (or all, forced), with their chunk
+    maps and the fingerprint their new file takes; the others go to ``finish`` (an outcome,
+    or the exception that stopped the look)."""
+    pending: list[tuple[str, pa.Table, str]] = []
+    for document in documents:
+        try:
+            table = store.chunk_map(profile.name, document)
+            if table is None:
+                finish(document, Outcome(document, "skipped", {"reason": "no chunk map"}))
+                continue
+            chunks_fp = (store.chunk_map_meta(profile.name, document) or {}).get("fingerprint")
+            fingerprint = fingerprint_of(STAGE_VERSIONS["embeddings"], chunks_fp, embedder.model_id)
+            previous = store.embeddings_meta(profile.name, document)
+            if previous and previous.get("fingerprint") == fingerprint and not force:
+                # Nothing embedded or looked up in this run: every vector is reused as it is.
+                vectors_kept = int((previous.get("summary") or {}).get("vectors", 0) or 0)
+                finish(document, Outcome(document, "unchanged", {"vectors": vectors_kept, "embedded": 0,
+                                                                 "cached": vectors_kept, **UNCHANGED}))
+                continue
+            pending.append((document, table, fingerprint))
+        except Exception as exc:
+            finish(document, exc)
+    return pending
+
+
+def _texts_of(table: pa.Table) -> list[tuple[str, str]]:
+    """(chunk id, the text the model embeds) of a chunk map's text chunks."""
+    found = []
+    for chunk_id, text, embed_text, image in zip(
+        table.column("chunk_id").to_pylist(), table.column("text").to_pylist(),
+        table.column("embed_text").to_pylist(), table.column("image").to_pylist(),
+    ):
+        if image is None and text:
+            found.append((chunk_id, embed_text or text))
+    return found
+
+
 def embed_documents(
     store: Store, embedder: Embedder, profile: Profile, documents: Sequence[str], run_id: str,
     on_done: Callable[[Outcome], None] | None = None, force: bool = False,
+    prefetched: Mapping[str, np.ndarray] | None = None,
 ) -> list[Outcome]:
     """Vectors for the text chunks of many documents at once: texts are deduplicated
     across the batch, looked up in the cache, and only the missing ones are embedded.
+    ``prefetched`` are vectors this run embedded ahead (``EmbeddingPrefetch``): they count
+    as embedded here, not as cached.
 
     Documents are finished in order, a model batch of missing texts at a time, so
     ``on_done`` hears of each document soon after its vectors exist (and a killed run
@@ -74,41 +119,20 @@ def embed_documents(
         if on_done:
             on_done(outcome)
 
-    pending: list[tuple[str, pa.Table, str]] = []
-    for document in documents:
-        try:
-            table = store.chunk_map(profile.name, document)
-            if table is None:
-                finish(Outcome(document, "skipped", {"reason": "no chunk map"}))
-                continue
-            chunks_fp = (store.chunk_map_meta(profile.name, document) or {}).get("fingerprint")
-            fingerprint = fingerprint_of(STAGE_VERSIONS["embeddings"], chunks_fp, embedder.model_id)
-            previous = store.embeddings_meta(profile.name, document)
-            if previous and previous.get("fingerprint") == fingerprint and not force:
-                # Nothing embedded or looked up in this run: every vector is reused as it is.
-                vectors_kept = int((previous.get("summary") or {}).get("vectors", 0) or 0)
-                finish(Outcome(document, "unchanged", {"vectors": vectors_kept, "embedded": 0,
-                                                       "cached": vectors_kept, **UNCHANGED}))
-                continue
-            pending.append((document, table, fingerprint))
-        except Exception as exc:
-            row = record_error(store, f"embeddings/{profile.name}", document, exc, run_id)
-            finish(Outcome(document, "failed", {"reason": row["reason"]}))
+    def found(document: str, outcome: Outcome | Exception) -> None:
+        if isinstance(outcome, Exception):
+            row = record_error(store, f"embeddings/{profile.name}", document, outcome, run_id)
+            outcome = Outcome(document, "failed", {"reason": row["reason"]})
+        finish(outcome)
 
-    def texts_of(table: pa.Table) -> list[tuple[str, str]]:
-        found = []
-        for chunk_id, text, embed_text, image in zip(
-            table.column("chunk_id").to_pylist(), table.column("text").to_pylist(),
-            table.column("embed_text").to_pylist(), table.column("image").to_pylist(),
-        ):
-            if image is None and text:
-                found.append((chunk_id, embed_text or text))
-        return found
-
-    texts = {document: texts_of(table) for document, table, _ in pending}
+    pending = _to_embed(store, embedder, profile, documents, force, found)
+    texts = {document: _texts_of(table) for document, table, _ in pending}
     cache = EmbeddingCache(store, embedder.model_id)
-    vectors = cache.get({sha256_text(t) for doc_texts in texts.values() for _, t in doc_texts})
-    known = set(vectors)
+    wanted = {sha256_text(t) for doc_texts in texts.values() for _, t in doc_texts}
+    ahead = {sha: vector for sha, vector in (prefetched or {}).items() if sha in wanted}
+    vectors = cache.get(wanted - set(ahead))
+    known = set(vectors)  # vectors from before this run; ``ahead`` ones count as embedded here
+    vectors.update(ahead)
     queue: dict[str, str] = {}  # sha -> text, waiting for the model
     waiting: list[tuple[str, pa.Table, str, set[str]]] = []
     step = FLUSH_TEXTS
@@ -157,3 +181,99 @@ def _write_embeddings(store: Store, embedder: Embedder, profile: Profile, docume
     clear_error(store, f"embeddings/{profile.name}", document)
     crash_point("embedding")
     return Outcome(document, "new", summary)
+
+
+# The cache shards a prefetch writes are named ``<run id>-ahead-...``.
+AHEAD = "ahead"
+# Texts per cache shard the prefetch writes: what a killed run keeps, and how often it
+# looks whether it was asked to stop.
+PREFETCH_TEXTS = 256
+
+_LOG = logging.getLogger(__name__)
+
+
+class EmbeddingPrefetch:
+    """A profile's new texts embedded on a thread of the run's process, from the moment
+    its chunk map is written: the model works while the run's other steps (the other
+    chunker versions and profiles) parse and merge on the main thread, instead of after
+    them. It writes the vectors to the cache as it goes; the profile's embeddings step then
+    takes them as embedded in this run (``take``) and embeds only what is left.
+
+    Only the process that runs the embeddings step may start one (``start`` is told so by
+    the caller); ``take`` waits for it, and a process that exits first stops it between
+    model calls."""
+
+    _running: dict[tuple[str, str], EmbeddingPrefetch] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, store: Store, embedder: Embedder, texts: Mapping[str, str], run_id: str) -> None:
+        self.vectors: dict[str, np.ndarray] = {}
+        self.texts = dict(texts)
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._cache = EmbeddingCache(store, embedder.model_id)
+        self._embedder = embedder
+        self._run_id = run_id
+        self._thread = threading.Thread(target=self._work, name=f"prefetch-{run_id[:8]}", daemon=True)
+
+    @classmethod
+    def start(cls, store: Store, embedder: Embedder, profile: Profile, documents: Sequence[str], run_id: str,
+              force: bool = False) -> EmbeddingPrefetch | None:
+        """Begin embedding the texts the profile's embeddings step will need for these
+        documents and the cache lacks; None when there are none."""
+        pending = _to_embed(store, embedder, profile, documents, force, lambda *_: None)
+        texts = {sha256_text(t): t for _, table, _ in pending for _, t in _texts_of(table)}
+        held = EmbeddingCache(store, embedder.model_id).get(set(texts))
+        # Shortest first across all the documents: each shard's batches then pad little, as
+        # one length-sorted call over every text would.
+        missing = {sha: t for sha, t in sorted(texts.items(), key=lambda kv: len(kv[1])) if sha not in held}
+        if not missing:
+            return None
+        prefetch = cls(store, embedder, missing, run_id)
+        with cls._lock:
+            old = cls._running.pop((run_id, profile.name), None)
+            cls._running[(run_id, profile.name)] = prefetch
+        if old:
+            old.stop()
+        prefetch._thread.start()
+        return prefetch
+
+    @classmethod
+    def take(cls, run_id: str, profile: str) -> dict[str, np.ndarray]:
+        """The vectors this run's prefetch for the profile embedded, once it has finished
+        (empty when there was none); a failed prefetch gives what it made before failing."""
+        with cls._lock:
+            prefetch = cls._running.pop((run_id, profile), None)
+        if prefetch is None:
+            return {}
+        prefetch._thread.join()
+        if prefetch.error is not None:
+            _LOG.warning("embedding ahead stopped (%s); the embeddings step embeds the rest", prefetch.error)
+        return prefetch.vectors
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _work(self) -> None:
+        shas = list(self.texts)
+        try:
+            for start in range(0, len(shas), PREFETCH_TEXTS):
+                if self._stop.is_set():
+                    return
+                part = {sha: self.texts[sha] for sha in shas[start:start + PREFETCH_TEXTS]}
+                self.vectors.update(self._cache.embed_missing(self._embedder, part, self.vectors,
+                                                              f"{self._run_id}-{AHEAD}"))
+        except BaseException as exc:  # the step embeds what is missing; the error is logged there
+            self.error = exc
+
+    @classmethod
+    def stop_all(cls) -> None:
+        with cls._lock:
+            running = list(cls._running.values())
+            cls._running.clear()
+        for prefetch in running:
+            prefetch.stop()
+
+
+atexit.register(EmbeddingPrefetch.stop_all)
