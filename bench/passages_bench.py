@@ -10,8 +10,8 @@ Phases (run one after another, so they do not share the two cores):
   profile's chunk map and the claims of every chunker version the profiles use);
 - ``plain``: pypdfium2 page text -> LangChain's RecursiveCharacterTextSplitter(1000) -> the
   same MiniLM ONNX session, length-sorted batches of 16 -> LanceDB with a full-text index;
-- ``bare``: the bare model (tokenizer + ONNX session, length-sorted batches) embedding the
-  served profile's distinct embedding texts, nothing else.
+- ``bare``: the bare model (tokenizer + ONNX sessions, length-sorted batches, the ingest's
+  own model settings) embedding the served profile's distinct embedding texts, nothing else.
 
 Prints seconds, pages/s and peak memory (VmHWM of the phase's process plus the largest peak
 of its children, the parse worker, read from /proc while they live) of each, the two target
@@ -179,12 +179,10 @@ def _step_seconds(data: str, run_ids: list[str]) -> dict:
     return {k: round(v, 1) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
 
 
-def phase_bare(data: str, batch: int) -> dict:
-    """The served profile's distinct embedding texts through tokenizer + ONNX, sorted by length."""
-    import numpy as np
-    import onnxruntime as ort
-    from tokenizers import Tokenizer
-
+def phase_bare(data: str) -> dict:
+    """The served profile's distinct embedding texts through the model alone (tokenizer and
+    ONNX sessions, length-sorted batches), run as the ingest runs it (its settings'
+    ``embed_batch``, ``embed_workers``, ``embed_threads``)."""
     from ingest_pipeline.catalog import query
     from ingest_pipeline.embedding import MiniLMEmbedder
     from ingest_pipeline.resources import parts_for
@@ -193,28 +191,15 @@ def phase_bare(data: str, batch: int) -> dict:
     served = p.settings.default_profile
     texts = sorted({r["t"] for r in query(p.lake, "select coalesce(embed_text, text) as t from chunks where "
                                                   "profile = ? and text is not null", [served]).to_pylist()})
-    tokenizer = Tokenizer.from_file(MiniLMEmbedder.tokenizer_path())
-    tokenizer.enable_truncation(max_length=256)
-    session = ort.InferenceSession(MiniLMEmbedder.model_path(), providers=["CPUExecutionProvider"])
+    s = p.settings
+    model = MiniLMEmbedder(batch_size=s.embed_batch, threads=s.embed_threads or None, workers=s.embed_workers)
+    model.embed(["warm up"])
+    tokens = sum(min(n, model.max_tokens) for n in model.count_tokens(texts))
     started = time.perf_counter()
-    encodings = tokenizer.encode_batch(texts)
-    order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-    tokens = 0
-    for start in range(0, len(order), batch):
-        rows = [encodings[i] for i in order[start:start + batch]]
-        width = max(len(e.ids) for e in rows)
-        ids = np.zeros((len(rows), width), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for r, e in enumerate(rows):
-            ids[r, :len(e.ids)] = e.ids
-            mask[r, :len(e.ids)] = 1
-            tokens += len(e.ids)
-        hidden = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
-        m = mask[..., None].astype(np.float32)
-        pooled = (hidden * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
-        pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+    model.embed(texts)
     return {"texts": len(texts), "tokens": tokens, "seconds": round(time.perf_counter() - started, 2),
-            "batch": batch, "peak_mib": _peak_mib()}
+            "batch": s.embed_batch, "workers": s.embed_workers, "threads": s.embed_threads or "onnxruntime default",
+            "peak_mib": _peak_mib()}
 
 
 def _run_phase(name: str, args: argparse.Namespace, data: str, work: str) -> dict:
@@ -240,9 +225,7 @@ def main() -> int:
         print(json.dumps(phase_ingest(args.pdfs, args.data)))
         return 0
     if args.phase == "bare":
-        from ingest_pipeline.settings import load_settings
-
-        print(json.dumps(phase_bare(args.data, load_settings(args.data).embed_batch)))
+        print(json.dumps(phase_bare(args.data)))
         return 0
 
     work = args.keep or tempfile.mkdtemp(prefix="passages-bench-")
