@@ -31,8 +31,8 @@ class MiniLMEmbedder:
 
     ``workers`` sessions run batches side by side, each on its own thread with ``threads``
     intra-op threads (None: onnxruntime's own count): on 2 cores two one-thread sessions
-    embed the served passages in about 0.76x the time of one session on both cores, whose
-    threads wait for each other at every operator (``bench/embed_threads_bench.py``)."""
+    embed in 0.75-0.80x the time of one session on both cores, whose threads wait for each
+    other at every operator (``bench/embed_threads_bench.py``)."""
 
     model_id = "all-minilm-l6-v2-onnx-int8"
     dim = 384
@@ -43,7 +43,6 @@ class MiniLMEmbedder:
         self.threads = threads
         self.workers = max(1, workers)
         self._lock = threading.Lock()
-        self._session = None
         self._sessions: list = []
         self._tokenizer = None
         self._counter = None
@@ -62,7 +61,7 @@ class MiniLMEmbedder:
 
     def _load(self):
         with self._lock:
-            if self._session is None:
+            if not self._sessions:
                 import onnxruntime as ort
                 from tokenizers import Tokenizer
 
@@ -80,13 +79,12 @@ class MiniLMEmbedder:
                     options.intra_op_num_threads = self.threads
                 options.log_severity_level = 3
                 sessions = [ort.InferenceSession(self.model_path(), sess_options=options,
-                                                 providers=["CPUExecutionProvider"]) for _ in range(self.workers)]
+                                                 providers=["CPUExecutionProvider"])
+                            for _ in range(self.workers)]
                 self._inputs = {i.name for i in sessions[0].get_inputs()}
                 self._tokenizer = tokenizer
                 self._counter = counter
                 self._sessions = sessions
-                self._session = sessions[0]
-        return self._session, self._tokenizer
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Token counts without truncation (including [CLS] and [SEP])."""
@@ -100,16 +98,16 @@ class MiniLMEmbedder:
         return [span for span, special in zip(encoding.offsets, encoding.special_tokens_mask) if not special]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        _, tokenizer = self._load()
+        self._load()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = tokenizer.encode_batch(list(texts))
+        encodings = self._tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         batches = [order[start:start + self.batch_size] for start in range(0, len(order), self.batch_size)]
         if len(self._sessions) == 1 or len(batches) == 1:
             for batch in batches:
-                out[batch] = self._run(self._session, encodings, batch)
+                out[batch] = self._run(self._sessions[0], encodings, batch)
             return out
         # Each session takes the next batch in length order as it finishes one, so all of
         # them stay busy to the end whatever the lengths.

@@ -64,10 +64,10 @@ class Settings:
     # Outside folders a symbolic link in a source folder may point into (besides the
     # source root and the folder it was found in).
     link_roots: tuple[str, ...] = ()
-    # How the model runs, measured on 2 cores over the served passages
-    # (bench/results/embed_threads.json): one session per core, each on one thread, takes
-    # 4 texts per call; together they embed in about 0.76x the time of one session whose
-    # onnxruntime threads share both cores (whose best batch was 4 to 8).
+    # How the model runs, measured on 2 cores: one session per CPU, each on one thread, 4
+    # texts per call. Over 1,000-character passages (bench/results/embed_threads.json) that
+    # took 0.80x the time of one session on both cores with batches of 8 (batches of 2: 0.75x);
+    # over 600 served FinanceBench passages, 22.0 s against 28.8 s (batches of 2: 23.9 s).
     embed_batch: int = 4
     embed_workers: int = field(default_factory=lambda: available_cpus())
     embed_threads: int = 1  # intra-op threads per session; 0: onnxruntime's own count

@@ -23,7 +23,7 @@ from dagster import (
 
 from ingest_pipeline import progress
 from ingest_pipeline.settings import Settings
-from ingest_pipeline.stages import Finding, Outcome
+from ingest_pipeline.stages import IN_PROCESS_TAG, Finding, Outcome
 from ingest_pipeline.store import Store
 
 # Many documents per run: Dagster's per-run overhead is seconds, so runs are batches.
@@ -58,8 +58,6 @@ def runs_step_here(context: AssetExecutionContext, settings: Settings, key: Asse
     """Whether this run executes the asset ``key``'s step in this very process: the job
     runs its steps in one process (the ``in_process`` executor, or ``execute_in_process``
     whatever the setting) and the run selects the asset."""
-    from ingest_pipeline.stages import IN_PROCESS_TAG
-
     in_process = settings.executor == "in_process" or context.run.tags.get(IN_PROCESS_TAG) == "true"
     selection = context.run.asset_selection  # empty or None: the whole job
     return (in_process and key in context.job_def.asset_layer.selected_asset_keys

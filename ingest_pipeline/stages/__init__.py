@@ -44,7 +44,8 @@ from ingest_pipeline.stages.reconcile import (
 from ingest_pipeline.stages.sources import load_source, observe_source, source_bytes
 
 __all__ = [
-    "FORCE_TAG", "IN_PROCESS_TAG", "STAGE_VERSIONS", "UNCHANGED", "EmbeddingCache", "EmbeddingPrefetch", "Finding", "NoChunks", "Outcome", "PartitionPlan",
+    "FORCE_TAG", "IN_PROCESS_TAG", "STAGE_VERSIONS", "UNCHANGED", "EmbeddingCache", "EmbeddingPrefetch",
+    "Finding", "NoChunks", "Outcome", "PartitionPlan",
     "StageError", "UpstreamMissing", "build_chunk_map", "chunk_document", "clear_error", "document_title",
     "embed_documents", "empty_reason", "error_traceback", "finished", "guarded", "index_document",
     "load_pages", "load_source", "observe_source", "plan_partitions", "read_document", "reconcile", "record_error",
