@@ -5,6 +5,7 @@ from dagster import AssetSelection, Definitions, define_asset_job, in_process_ex
 
 from ingest_pipeline.assets.catalog import catalog
 from ingest_pipeline.assets.chunks import build_chunk_assets
+from ingest_pipeline.assets.common import lead_versions
 from ingest_pipeline.assets.evaluation import build_eval_asset
 from ingest_pipeline.assets.profiles import build_profile_assets
 from ingest_pipeline.assets.sources import pages, sources
@@ -37,6 +38,7 @@ def build_definitions(settings: Settings, resources: dict | None = None) -> Defi
     profile_assets = []
     used: set[str] = set()
     served: set[str] = set()  # the versions an indexed profile uses: a run takes them first
+    leads: dict[str, list[str]] = {}  # version -> the indexed profiles it leads for its formats
     for profile in settings.profiles:
         profile_assets += build_profile_assets(registry, profile, resources["embedder"].max_tokens,
                                                indexed=settings.is_indexed(profile))
@@ -44,7 +46,9 @@ def build_definitions(settings: Settings, resources: dict | None = None) -> Defi
         used |= versions
         if settings.is_indexed(profile):
             served |= versions
-    chunk_assets = build_chunk_assets(registry, served)
+            for version in lead_versions(registry, profile):
+                leads.setdefault(version, []).append(profile.name)
+    chunk_assets = build_chunk_assets(registry, served, leads)
     per_document = [sources, pages, *chunk_assets, *profile_assets]
     # The ingest job runs the chunker versions some profile uses; the others stay in the
     # graph, to be materialized on demand (an opt-in version is asked only when named).

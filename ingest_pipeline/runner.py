@@ -17,7 +17,7 @@ from ingest_pipeline.isolation import kept_worker
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.progress import Column, DocumentEvent, StageBoard, listening
 from ingest_pipeline.resources import Parts
-from ingest_pipeline.stages import FORCE_TAG, IN_PROCESS_TAG, empty_reason, finished, reconcile
+from ingest_pipeline.stages import FORCE_TAG, IN_PROCESS_TAG, EmbeddingPrefetch, empty_reason, finished, reconcile
 from ingest_pipeline.stages.reconcile import contiguous_batches
 from ingest_pipeline.stale_runs import fail_stale_runs, process_tags
 
@@ -161,6 +161,7 @@ def ingest(
                           **({FORCE_TAG: "true"} if force else {})},
                 )
                 report.run_ids.append(result.run_id)
+                EmbeddingPrefetch.stop_run(result.run_id)  # one its embeddings step did not take
                 if not result.success:
                     for doc in batch:
                         report.failed.setdefault(doc, []).append(

@@ -263,11 +263,16 @@ def test_the_served_texts_reach_the_model_while_the_rest_of_the_run_parses_and_m
     started = {e.dagster_event.step_key: e.timestamp for e in instance.all_logs(
         result.run_id, of_type=DagsterEventType.STEP_START)}
     order = sorted(started, key=started.get)
+    registry = pipeline.resources["chunkers"].registry()
+    retrieval = next(p for p in pipeline.settings.profiles if p.name == "retrieval")
     served = {"chunk_map_retrieval", "embeddings_retrieval", "lancedb_retrieval"} | {
-        f"chunks__{c.id}_v{c.version}" for c in pipeline.resources["chunkers"].registry().order_for(
-            next(p for p in pipeline.settings.profiles if p.name == "retrieval").chunkers)}
+        f"chunks__{c.id}_v{c.version}" for c in registry.order_for(retrieval.chunkers)}
+    leads = {f"chunks__{c.id}_v{c.version}" for c in registry.order_for(retrieval.chunkers)[:len(retrieval.chunkers)]}
     others = [step for step in order if step not in served and step not in ("sources", "pages")]
     assert others  # the unindexed profiles' versions and chunk maps
+    # the versions that lead the served profile for their formats come straight after the pages
+    assert order[2:2 + len(leads)] == sorted(order[2:2 + len(leads)], key=started.get) and \
+        set(order[2:2 + len(leads)]) == leads
     # the served chain first, its embeddings step last: everything else runs in between
     assert all(order.index("chunk_map_retrieval") < order.index(s) < order.index("embeddings_retrieval")
                for s in others)
@@ -275,9 +280,15 @@ def test_the_served_texts_reach_the_model_while_the_rest_of_the_run_parses_and_m
     # ... while the model works on the served texts: it was handed them before the other
     # steps began, its cache shards hold every vector the run embedded, and they count as
     # embedded by this run (not as cached)
-    handed = [e.timestamp for e in instance.all_logs(result.run_id)
-              if e.dagster_event is None and "while the run's other steps go on" in e.user_message]
+    logs = [e for e in instance.all_logs(result.run_id) if e.dagster_event is None]
+    handed = [e.timestamp for e in logs if "while the run's other steps go on" in e.user_message]
     assert len(handed) == 1 and handed[0] < min(started[s] for s in others)
+    # the PDF passages went to the model as pdf@4 wrote each document's claims, before the
+    # fallback versions and the chunk map ran: the chunk map found all but a few there
+    early = [e for e in logs if e.step_key == "chunks__pdf_v4" and "to the model as the documents' claims" in e.user_message]
+    assert len(early) == 1 and early[0].timestamp < started["chunk_map_retrieval"]
+    fed = int(early[0].user_message.split()[1])
+    assert fed > 0
     shards = [f for f in pipeline.store.embedding_cache_files(pipeline.resources["embedder"].model_id)
               if os.path.basename(f).startswith(result.run_id)]
     assert shards and all(os.path.basename(f).startswith(f"{result.run_id}-ahead-") for f in shards)

@@ -2,6 +2,7 @@
 
 
 import time
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -18,17 +19,23 @@ from ingest_pipeline import stages
 from ingest_pipeline.stages.claims import claim_detail, claim_findings
 from ingest_pipeline.assets.common import (
     BATCH_POLICY,
+    LEADS,
+    SERVED,
     check_result,
     document_keys,
+    embeddings_key,
     for_each_document,
     forced,
     report_partitions,
+    runs_step_here,
     served_first,
 )
 from ingest_pipeline.assets.sources import pages
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry, chunker_config
-from ingest_pipeline.resources import ChunkersResource, IngestResource, ParseWorkerResource, StoreResource
+from ingest_pipeline.resources import (
+    ChunkersResource, EmbedderResource, IngestResource, ParseWorkerResource, StoreResource,
+)
 
 _SCALARS = {"integer": int, "number": float, "boolean": bool, "string": str}
 
@@ -58,7 +65,9 @@ def config_schema_for(chunker: Any) -> dict[str, Field]:
     return fields
 
 
-def build_chunk_asset(registry: ChunkerRegistry, chunker: Any, served: bool = False):
+def build_chunk_asset(registry: ChunkerRegistry, chunker: Any, served: bool = False, leads: Sequence[str] = ()):
+    """The version's asset; ``served``: an indexed profile uses it; ``leads``: the indexed
+    profiles it leads for its formats, whose texts it hands to the model as it goes."""
     info = registry.info(chunker)
     check_names = tuple(getattr(chunker, "check_names", ()) or ())
     check_descriptions = dict(getattr(chunker, "check_descriptions", {}) or {})
@@ -81,10 +90,11 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any, served: bool = Fa
                      for name in check_names],
         metadata={"chunker": info.ref, "default": info.default, "media_types": list(info.media_types or ["*"])},
         tags={"chunker": info.asset_name},
-        op_tags=served_first(served),
+        op_tags=served_first(LEADS if leads else SERVED if served else 0),
     )
     def _chunks(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
-                chunkers: ChunkersResource, parse: ParseWorkerResource) -> MaterializeResult:
+                chunkers: ChunkersResource, parse: ParseWorkerResource,
+                embedder: EmbedderResource) -> MaterializeResult:
         settings, st, worker = ingest.settings(), store.store(), parse.worker()
         active, active_info = chunker, info
         overrides = dict(context.op_config or {})
@@ -93,10 +103,32 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any, served: bool = Fa
             active_info = chunkers.registry().info(active)
         started = time.perf_counter()
         keys = document_keys(context, settings, st)
-        outcomes = for_each_document(context, keys, lambda doc: stages.guarded(
-            st, f"chunks/{active_info.ref}", doc, context.run_id,
-            stages.run_chunker, settings, st, active, active_info, doc, context.run_id, worker,
-            force=forced(context, ingest)))
+        # the indexed profiles this version leads whose embeddings step runs in this process:
+        # each document's texts go to the model as soon as its claims are written
+        ahead = [p for p in settings.indexed_profiles
+                 if p.name in leads and runs_step_here(context, settings, embeddings_key(p.name))]
+        handed = {p.name: 0 for p in ahead}
+
+        def chunk(doc: str):
+            outcome = stages.guarded(st, f"chunks/{active_info.ref}", doc, context.run_id,
+                                     stages.run_chunker, settings, st, active, active_info, doc, context.run_id,
+                                     worker, force=forced(context, ingest), keep_pieces=bool(ahead))
+            pieces = outcome.kept.pop("pieces", None)
+            if pieces and outcome.status == "new":
+                for profile in ahead:
+                    try:
+                        texts = stages.texts_ahead(profile, embedder, outcome.kept["path"], pieces)
+                        handed[profile.name] += stages.EmbeddingPrefetch.feed(st, embedder, profile.name, texts,
+                                                                              context.run_id)
+                    except Exception as exc:  # noqa: BLE001 - the embeddings step embeds them anyway
+                        context.log.warning(f"{doc}: its texts could not go to the model ahead ({exc})")
+            return outcome
+
+        outcomes = for_each_document(context, keys, chunk)
+        for name, count in handed.items():
+            if count:
+                context.log.info(f"Handed {count} texts of profile '{name}' to the model as the documents' "
+                                 f"claims were written; it embeds them while the run goes on")
         written = {o.document: o.kept["meta"] for o in outcomes if "meta" in o.kept}  # not read back
         metas = {doc: written[doc] if doc in written else st.claim_meta(active_info.asset_name, doc) or {}
                  for doc in keys}
@@ -107,7 +139,11 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any, served: bool = Fa
     return _chunks
 
 
-def build_chunk_assets(registry: ChunkerRegistry, served: AbstractSet[str] = frozenset()) -> list:
+def build_chunk_assets(registry: ChunkerRegistry, served: AbstractSet[str] = frozenset(),
+                       leads: Mapping[str, Sequence[str]] | None = None) -> list:
     """A chunk asset per installed version; ``served``: the asset names of the versions an
-    indexed profile uses, whose steps a run takes first (``served_first``)."""
-    return [build_chunk_asset(registry, c, registry.info(c).asset_name in served) for c in registry.all()]
+    indexed profile uses, whose steps a run takes first (``served_first``); ``leads``: per
+    asset name, the indexed profiles the version leads for its formats (it goes first of all)."""
+    leads = leads or {}
+    return [build_chunk_asset(registry, c, registry.info(c).asset_name in served,
+                              tuple(leads.get(registry.info(c).asset_name, ()))) for c in registry.all()]

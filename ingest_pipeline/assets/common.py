@@ -40,14 +40,33 @@ STATUS_TEXT = {
 
 
 # The order of a run's steps (Dagster's ``dagster/priority`` tag: among the steps whose inputs
-# are ready, the higher goes first). An indexed profile's chunker versions and chunk map go
-# first, so its texts reach the model (``stages.EmbeddingPrefetch``) while the rest of the
-# run parses and merges; its embeddings step goes last, when nothing is left to overlap.
+# are ready, the higher goes first). The versions that lead an indexed profile for their
+# formats go first: as each document's claims are written, their texts reach the model
+# (``stages.EmbeddingPrefetch``). The profile's other versions and its chunk map follow, then
+# the rest of the run parses and merges while the model works; its embeddings step goes
+# last, when nothing is left to overlap.
 PRIORITY_TAG = "dagster/priority"
+LEADS, SERVED = 2, 1
 
 
-def served_first(served: bool = True) -> dict[str, str]:
-    return {PRIORITY_TAG: "1"} if served else {}
+def served_first(rank: int = SERVED) -> dict[str, str]:
+    return {PRIORITY_TAG: str(rank)} if rank else {}
+
+
+def lead_versions(registry, profile) -> set[str]:
+    """The asset names of the versions a profile names that win their format's pages: none
+    named before them reads any of their media types (a version without media types reads
+    them all)."""
+    leads, taken, everything = set(), set(), False
+    for chunker in registry.order_for(profile.chunkers)[:len(dict.fromkeys(profile.chunkers))]:
+        info = registry.info(chunker)
+        media = set(info.media_types or ())
+        if everything or (media & taken) or (not media and taken):
+            continue
+        leads.add(info.asset_name)
+        taken |= media
+        everything = not media
+    return leads
 
 
 def embed_last() -> dict[str, str]:

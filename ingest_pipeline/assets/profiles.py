@@ -10,6 +10,7 @@ from ingest_pipeline import progress, stages
 from ingest_pipeline.assets.chunks import chunk_asset_key
 from ingest_pipeline.assets.common import (
     BATCH_POLICY,
+    SERVED,
     chunk_map_key,
     check_result,
     document_keys,
@@ -56,7 +57,7 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         description=f"Profile '{profile.name}': claims merged per page, first in order wins ({refs}).",
         metadata={"order": [i.ref for i in order], "profile": profile.name},
         check_specs=[AssetCheckSpec(n, asset=map_key, description=d) for n, d in CHUNK_MAP_CHECKS.items()],
-        op_tags=served_first(indexed),
+        op_tags=served_first(SERVED if indexed else 0),
     )
     def _chunk_map(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
                    chunkers: ChunkersResource, embedder: EmbedderResource) -> MaterializeResult:

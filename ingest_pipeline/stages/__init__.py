@@ -14,7 +14,9 @@ below are re-exported so ``from ingest_pipeline.stages import X`` keeps working;
 name in the module that owns it.
 """
 
-from ingest_pipeline.stages.chunk_map import build_chunk_map, document_title, empty_reason, withdraw_chunk_map
+from ingest_pipeline.stages.chunk_map import (
+    build_chunk_map, document_title, empty_reason, texts_ahead, withdraw_chunk_map,
+)
 from ingest_pipeline.stages.claims import chunk_document, run_chunker
 from ingest_pipeline.stages.common import (
     FORCE_TAG,
@@ -49,5 +51,5 @@ __all__ = [
     "StageError", "UpstreamMissing", "build_chunk_map", "chunk_document", "clear_error", "document_title",
     "embed_documents", "empty_reason", "error_traceback", "finished", "guarded", "index_document",
     "load_pages", "load_source", "observe_source", "plan_partitions", "read_document", "reconcile", "record_error",
-    "remove_document", "remove_documents", "run_chunker", "source_bytes", "withdraw_chunk_map",
+    "remove_document", "remove_documents", "run_chunker", "source_bytes", "texts_ahead", "withdraw_chunk_map",
 ]

@@ -133,6 +133,23 @@ def with_named_title(title: str, pieces: Sequence[ChunkPiece]) -> str:
     return f"{title} ({named})"
 
 
+def texts_ahead(profile: Profile, embedder: Embedder, path: str, pieces: Sequence[ChunkPiece]) -> list[str]:
+    """The embedding texts the profile's chunk map will make of a document's pieces when
+    their chunker wins every page they are on (as the version that leads a profile for the
+    document's format does): the document title in front, as ``Expander`` puts it, of the
+    text pieces that are not blank and fit the model (one over the limit is split later,
+    into texts not known yet)."""
+    kept = [p for p in pieces if not p.is_image and p.text and p.text.strip()]
+    if not kept:
+        return []
+    texts = [p.embed_text or p.text for p in kept]
+    title = document_title(path) if profile.document_context else ""
+    if title:
+        title = with_named_title(title, kept)
+        texts = [f"{title}\n{t}" for t in texts]
+    return [t for t, n in zip(texts, embedder.count_tokens(texts)) if n <= embedder.max_tokens]
+
+
 class Expander:
     """A profile's chunk pieces as the embedder will see them: the document title put in
     front of each embedding text (when the profile asks for it), and a piece over the

@@ -25,9 +25,10 @@ from ingest_pipeline.store import Store, piece_row
 
 def run_chunker(
     settings: Settings, store: Store, chunker: Any, info: ChunkerInfo, document: str, run_id: str,
-    parser: ParseWorker | None = None, force: bool = False,
+    parser: ParseWorker | None = None, force: bool = False, keep_pieces: bool = False,
 ) -> Outcome:
-    """Ask one chunker version about one document and store its claims.
+    """Ask one chunker version about one document and store its claims (``keep_pieces``:
+    the outcome keeps the pieces it cut too, as ``pieces``, with the document's ``path``).
 
     A chunker that raises is recorded (an errors row and the claim's error) and its
     claim is empty, so the chunk map moves on to the next chunker. A chunker whose media
@@ -76,8 +77,10 @@ def run_chunker(
             "content": _claim_content(rows, sorted({a.page for a in answer}), error, info),
             "summary": summary, "checks": checks, "metrics": metrics}
     store.write_claim(info.asset_name, document, rows, meta)
-    return Outcome(document, "failed" if error else "new", {**summary, **({"error": error} if error else {})},
-                   {"meta": as_stored(meta)})
+    kept: dict[str, Any] = {"meta": as_stored(meta)}
+    if keep_pieces:
+        kept.update(pieces=[piece for page_answer in answer for piece in page_answer.pieces], path=source["path"])
+    return Outcome(document, "failed" if error else "new", {**summary, **({"error": error} if error else {})}, kept)
 
 
 def _claim_content(rows: list[dict[str, Any]], pages: list[int], error: str | None, info: ChunkerInfo) -> str:
