@@ -64,3 +64,42 @@ def test_the_embed_batch_setting_is_the_batch_the_served_model_runs(tmp_path):
     embedder = resources_for(load_settings(str(tmp_path)))["embedder"]
     model = embedder._model()
     assert (model.batch_size, model.workers, model.threads) == (16, 1, None)
+
+
+def test_texts_fed_ahead_that_the_chunk_map_does_not_hold_never_reach_the_model(tmp_path, embedder):
+    import os
+
+    from ingest_pipeline.identity import sha256_text
+    from ingest_pipeline.stages import EmbeddingPrefetch
+
+    store = Store.at(str(tmp_path / "lake"))
+    # the shortest go first, 256 a part: the 40 longest still wait when the hand-over closes
+    fed = [f"note {i}: " + "valve " * (i // 50) for i in range(600)]
+    held, stray = fed[:560], fed[560:]
+    run = "run-feed-test"
+    assert EmbeddingPrefetch.feed(store, embedder, "served", fed, run) == 600
+    assert EmbeddingPrefetch.feed(store, embedder, "served", fed[:10], run) == 0  # each text once
+    prefetch = EmbeddingPrefetch.settle(store, embedder, "served", {sha256_text(t): t for t in held}, run)
+    assert prefetch is not None
+    vectors = EmbeddingPrefetch.take(run, "served")
+    assert set(vectors) == {sha256_text(t) for t in held}
+    assert np.allclose(vectors[sha256_text(held[7])], embedder.embed([held[7]])[0], atol=1e-4)
+    shards = store.embedding_cache_files(embedder.model_id)
+    assert shards and all(os.path.basename(f).startswith(f"{run}-ahead-") for f in shards)
+    cached = EmbeddingCache(store, embedder.model_id).get({sha256_text(t) for t in fed})
+    assert set(cached) == set(vectors)  # the stray texts are nowhere
+    assert EmbeddingPrefetch.take(run, "served") == {}  # taken once
+
+
+def test_a_run_that_ends_without_its_embeddings_step_leaves_no_thread_behind(tmp_path, embedder):
+    import threading
+
+    from ingest_pipeline.stages import EmbeddingPrefetch
+
+    store = Store.at(str(tmp_path / "lake"))
+    run = "run-ended-early"
+    EmbeddingPrefetch.feed(store, embedder, "served", [f"row {i} of the ledger" for i in range(40)], run)
+    assert any(t.name == f"prefetch-{run[:8]}" for t in threading.enumerate())
+    EmbeddingPrefetch.stop_run(run)
+    assert not any(t.name == f"prefetch-{run[:8]}" for t in threading.enumerate())
+    assert EmbeddingPrefetch.take(run, "served") == {}

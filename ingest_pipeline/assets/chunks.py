@@ -22,6 +22,7 @@ from ingest_pipeline.assets.common import (
     LEADS,
     SERVED,
     check_result,
+    chunk_map_key,
     document_keys,
     embeddings_key,
     for_each_document,
@@ -103,10 +104,12 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any, served: bool = Fa
             active_info = chunkers.registry().info(active)
         started = time.perf_counter()
         keys = document_keys(context, settings, st)
-        # the indexed profiles this version leads whose embeddings step runs in this process:
-        # each document's texts go to the model as soon as its claims are written
+        # the indexed profiles this version leads whose chunk map and embeddings steps run in
+        # this process: each document's texts go to the model as soon as its claims are written
+        # (the chunk map then says which of them it holds)
         ahead = [p for p in settings.indexed_profiles
-                 if p.name in leads and runs_step_here(context, settings, embeddings_key(p.name))]
+                 if p.name in leads and all(runs_step_here(context, settings, key)
+                                            for key in (chunk_map_key(p.name), embeddings_key(p.name)))]
         handed = {p.name: 0 for p in ahead}
 
         def chunk(doc: str):

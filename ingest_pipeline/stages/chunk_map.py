@@ -289,7 +289,9 @@ def chunk_row_findings(rows: list[dict[str, Any]], max_tokens: int) -> list[Find
         meta = row.get("meta") or ""
         if '"token_overflow": true' in meta:
             flagged += 1
-        layout = Layout.from_json(row.get("layout"))
+        raw = row.get("layout")
+        # only a table's layout has a grid to check: the others are not parsed at all
+        layout = Layout.from_json(raw) if raw and '"table"' in raw else None
         if layout is not None and layout.table is not None:
             problem = _grid_problem(row.get("text") or "", layout.table, '"ragged": true' in meta)
             if problem:

@@ -263,8 +263,17 @@ class EmbeddingPrefetch:
         missing = {sha: t for sha, t in texts.items() if sha not in held and sha not in done}
         if not missing and running is None:
             return None
-        prefetch = cls._for(store, embedder, profile.name, run_id)
-        prefetch._add(missing, final=True)
+        return cls.settle(store, embedder, profile.name, {**missing, **{sha: texts[sha] for sha in done & set(texts)}},
+                          run_id)
+
+    @classmethod
+    def settle(cls, store: Store, embedder: Embedder, profile: str, texts: Mapping[str, str],
+               run_id: str) -> EmbeddingPrefetch | None:
+        """Close the hand-over with the texts (sha256 -> text) the chunk map holds and the
+        cache lacked: a text fed earlier and not among them is dropped unless the model
+        already embedded it; None when none of them is embedded here."""
+        prefetch = cls._for(store, embedder, profile, run_id)
+        prefetch._add(texts, final=True)
         return prefetch if prefetch.texts else None
 
     def embedded(self) -> set[str]:
