@@ -136,18 +136,13 @@ def with_named_title(title: str, pieces: Sequence[ChunkPiece]) -> str:
 def texts_ahead(profile: Profile, embedder: Embedder, path: str, pieces: Sequence[ChunkPiece]) -> list[str]:
     """The embedding texts the profile's chunk map will make of a document's pieces when
     their chunker wins every page they are on (as the version that leads a profile for the
-    document's format does): the document title in front, as ``Expander`` puts it, of the
-    text pieces that are not blank and fit the model (one over the limit is split later,
-    into texts not known yet)."""
-    kept = [p for p in pieces if not p.is_image and p.text and p.text.strip()]
+    document's format does): the pieces through the chunk map's own ``Expander``, blank
+    parts left out as the merge leaves them out."""
+    kept = [p for p in pieces if not p.is_image]
     if not kept:
         return []
-    texts = [p.embed_text or p.text for p in kept]
-    title = document_title(path) if profile.document_context else ""
-    if title:
-        title = with_named_title(title, kept)
-        texts = [f"{title}\n{t}" for t in texts]
-    return [t for t, n in zip(texts, embedder.count_tokens(texts)) if n <= embedder.max_tokens]
+    return [p.embed_text or p.text for parts in Expander(profile, embedder, path)(kept) for p in parts
+            if p.text and p.text.strip()]
 
 
 class Expander:

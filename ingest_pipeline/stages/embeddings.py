@@ -263,8 +263,7 @@ class EmbeddingPrefetch:
         missing = {sha: t for sha, t in texts.items() if sha not in held and sha not in done}
         if not missing and running is None:
             return None
-        return cls.settle(store, embedder, profile.name, {**missing, **{sha: texts[sha] for sha in done & set(texts)}},
-                          run_id)
+        return cls.settle(store, embedder, profile.name, missing, run_id)
 
     @classmethod
     def settle(cls, store: Store, embedder: Embedder, profile: str, texts: Mapping[str, str],
@@ -332,7 +331,7 @@ class EmbeddingPrefetch:
     def _work(self) -> None:
         try:
             while (part := self._next_part()) is not None:
-                held = self._cache.get(set(part))  # another run embedded them meanwhile
+                held = self._cache.get(set(part))  # fed texts are not looked up before: an earlier run's
                 fresh = self._cache.embed_missing(self._embedder, part, held, f"{self._run_id}-{AHEAD}")
                 with self._changed:
                     self.vectors.update(fresh)
