@@ -45,7 +45,7 @@ def _hwm_kib(pid: int | str = "self") -> int:
 
 
 class ChildPeaks:
-    """Each child process's own peak (VmHWM), read from /proc every 50 ms while it lives.
+    """Each child process's own peak (VmHWM), read from /proc every 250 ms while it lives (often enough for the parse worker, which lives the whole run; rarely enough to cost the measured process little).
 
     ``getrusage(RUSAGE_CHILDREN).ru_maxrss`` cannot stand for a child's memory here: Python
     starts subprocesses with vfork, and a vforked child borrows its parent's address space
@@ -77,7 +77,7 @@ class ChildPeaks:
         return found
 
     def _watch(self) -> None:
-        while not self._stop.wait(0.05):
+        while not self._stop.wait(0.25):
             for pid in self._children():
                 hwm = _hwm_kib(pid)
                 if hwm:

@@ -13,9 +13,13 @@ a letter page at 600 px stays well under :data:`PNG_BUDGET` bytes.
 from __future__ import annotations
 
 import base64
+import hashlib
 import logging
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any
 
 from ingest_pipeline import media_types as mt
 
@@ -71,13 +75,20 @@ def render_page_preview(
     if labels is not None and len(labels) != len(boxes):
         raise ValueError(f"{len(labels)} labels for {len(boxes)} boxes")
 
+    key = None
     if _base_type(media_type) == mt.PDF:
-        image = _render_pdf_page(content, page, width_px, password)
-        if image is None:
+        if not isinstance(content, (bytes, bytearray, memoryview)):
             return None
+        key = (hashlib.sha256(content).digest(), page, width_px, password)
+        image = _KEPT.get(key)
+        if image is None:
+            image = _render_pdf_page(content, page, width_px, password)
+            if image is None:
+                return None
+            _KEPT.put(key, image)
     else:
         image = _canvas(width_px, aspect)
-    return _encode_with_boxes(image, boxes, labels)
+    return _encode_with_boxes(image, boxes, labels, key)
 
 
 def page_image(
@@ -203,23 +214,61 @@ def _label_font(size: int):
         return ImageFont.load_default()
 
 
-def _encode_with_boxes(image, boxes, labels) -> bytes:
+class _Kept:
+    """The last few rendered pages and their quantized images, by page key (and palette
+    size): a batch's chunk maps draw each document's page once per profile, and the
+    rendering and the quantizing are most of a picture's cost. Given out as copies."""
+
+    SIZE = 8
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[tuple, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple | None):
+        if key is None:
+            return None
+        with self._lock:
+            image = self._items.get(key)
+            if image is None:
+                return None
+            self._items.move_to_end(key)
+        return image.copy()
+
+    def put(self, key: tuple | None, image) -> None:
+        if key is None:
+            return
+        with self._lock:
+            self._items[key] = image.copy()
+            self._items.move_to_end(key)
+            while len(self._items) > self.SIZE:
+                self._items.popitem(last=False)
+
+
+_KEPT = _Kept()
+
+
+def _encode_with_boxes(image, boxes, labels, key: tuple | None = None) -> bytes:
     """Quantize ``image``, draw the boxes in exact palette colours and encode as PNG,
-    with fewer colours while the PNG is over the budget."""
+    with fewer colours while the PNG is over the budget (``key`` names a rendered page
+    whose quantized images are kept)."""
     png = b""
     for colours in PALETTE_STEPS:
-        png = _encode_once(image, boxes, labels, colours)
+        png = _encode_once(image, boxes, labels, colours, key)
         if len(png) <= PNG_BUDGET:
             break
     return png
 
 
-def _encode_once(image, boxes, labels, colours: int) -> bytes:
+def _encode_once(image, boxes, labels, colours: int, key: tuple | None = None) -> bytes:
     import io
 
     from PIL import Image, ImageDraw
 
-    quantized = image.quantize(colors=colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    quantized = _KEPT.get(key and (*key, colours))
+    if quantized is None:
+        quantized = image.quantize(colors=colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+        _KEPT.put(key and (*key, colours), quantized)
     palette = list(quantized.getpalette() or [])[: 3 * colours]
     palette += [0] * (3 * colours - len(palette))
     for rgb in BOX_COLOURS:

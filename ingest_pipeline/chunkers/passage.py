@@ -80,7 +80,7 @@ def count_tokens(texts: Sequence[str]) -> list[int]:
     whitespace-joined texts."""
     if not texts:
         return []
-    return [len(e.ids) for e in model_tokenizer().encode_batch(list(texts), add_special_tokens=False)]
+    return [len(e.ids) for e in model_tokenizer().encode_batch_fast(list(texts), add_special_tokens=False)]
 
 
 def token_offsets(text: str) -> list[tuple[int, int]]:
@@ -144,11 +144,11 @@ def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PassageCo
     and a line too long alone is cut at a sentence or word boundary."""
     passages: list[ChunkPiece] = []
     current: list[tuple[str, BBox | None, str]] = []  # (text, box, role)
+    own: set[str] = set()  # the open passage's headings, as the outline holds them
     used = 0
 
     def prefix() -> tuple[str, ...]:
         # headings the passage itself starts with are in its text, not in its prefix
-        own = {" ".join(t.split())[:120] for t, _, role in current if role == "heading"}
         return tuple(p for p in outline.path if p not in own)
 
     def room() -> int:
@@ -157,6 +157,8 @@ def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PassageCo
     def add(text: str, box: BBox | None, role: str, tokens: int) -> None:
         nonlocal used
         current.append((text, box, role))
+        if role == "heading":
+            own.add(" ".join(text.split())[:120])
         used += tokens
 
     def flush() -> None:
@@ -164,6 +166,7 @@ def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PassageCo
         if current:
             passages.append(_passage(current, outline.path, prefix()))
         current.clear()
+        own.clear()
         used = 0
 
     for region in regions:

@@ -4,6 +4,7 @@ tables. They reopen the bytes with PDFium (the reader's text carries no geometry
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import io
 import logging
@@ -11,7 +12,8 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import astuple
+from dataclasses import fields
+from operator import attrgetter
 
 from pydantic import Field
 
@@ -77,8 +79,9 @@ class PageLinesMemo(BoundedMemo):
         return [Line(*row) for row in rows], frame, chars, unit
 
     def put(self, key: tuple[bytes, int] | None, lines, frame, chars: int, unit: str) -> None:
-        if key is not None:
-            super().put(key, (tuple(astuple(line) for line in lines), frame, chars, unit))
+        if key is not None:  # a Line's fields are all scalars: a row of them is a full copy
+            row = _line_row()
+            super().put(key, (tuple(row(line) for line in lines), frame, chars, unit))
 
 
 class PageExtrasMemo(BoundedMemo):
@@ -100,6 +103,13 @@ class PageExtrasMemo(BoundedMemo):
 
     def put(self, key: tuple | None, value, size: int) -> None:
         super().put(key, (size, copy.deepcopy(value)))
+
+
+@functools.lru_cache(maxsize=1)
+def _line_row():
+    from ingest_pipeline.layout.lines import Line
+
+    return attrgetter(*(f.name for f in fields(Line)))
 
 
 PAGE_LINES = PageLinesMemo()

@@ -237,16 +237,24 @@ def _rect_fragments(acc, frame, text, s, e, first, d, rects):
 
 
 def _char_fragments(acc, frame, text, s, e, rotation, per_char_angle: bool):
-    """Fragments of a PDFium line rebuilt from its characters."""
+    """Fragments of a PDFium line rebuilt from its characters. One call per character on
+    per-glyph pages, so the box arithmetic of ``frame.box``, ``along``, ``perp`` and
+    ``union`` is written out here (same operations, same results)."""
     frags: list[Fragment] = []
     cur_chars: list[str] = []
-    cur_box = None
+    cur_box: list | None = None
     cur_dir = None
     cur_first = 0
     prev_a1 = None
     pending_space = False
     size = None
     base_angle = None
+    d = rotation
+    char_box, tp = acc._char_box, acc.tp
+    rl, rb, rr, rt = acc.refs
+    lv, bv, rv, tv = acc.l, acc.b, acc.r, acc.t
+    upright = frame.rotation == 0
+    cx0, cy1 = frame.cx0, frame.cy1
 
     def flush():
         nonlocal cur_chars, cur_box, prev_a1, pending_space, size
@@ -260,38 +268,58 @@ def _char_fragments(acc, frame, text, s, e, rotation, per_char_angle: bool):
         if c.isspace():
             pending_space = True
             continue
-        ub = acc.charbox(i)
-        if ub is None or ub[2] - ub[0] <= 0 or ub[3] - ub[1] <= 0:
+        if not char_box(tp, i, rl, rr, rb, rt):
+            pending_space = True
+            continue
+        left, bottom, right, top = lv.value, bv.value, rv.value, tv.value
+        if right - left <= 0 or top - bottom <= 0:
             pending_space = True  # generated or zero-area: a separator only
             continue
-        b = frame.box(*ub)
+        if upright:
+            b0, b1, b2, b3 = left - cx0, cy1 - top, right - cx0, cy1 - bottom
+        else:
+            b0, b1, b2, b3 = frame.box(left, bottom, right, top)
         if per_char_angle or base_angle is None:
             base_angle = acc.angle(i)
-        d = quantize(base_angle, rotation)
-        a0, a1 = along(b, d)
-        p0, p1 = perp(b, d)
+            d = quantize(base_angle, rotation)
+        if d == 0 or d == -1:
+            a0, a1, p0, p1 = b0, b2, b1, b3
+        elif d == 180:
+            a0, a1, p0, p1 = -b2, -b0, b1, b3
+        elif d == 90:
+            a0, a1, p0, p1 = b1, b3, b0, b2
+        else:
+            a0, a1, p0, p1 = -b3, -b1, b0, b2
         if cur_box is not None:
-            cp0, cp1 = perp(cur_box, cur_dir)
+            if cur_dir == 90 or cur_dir == 270:
+                cp0, cp1 = cur_box[0], cur_box[2]
+            else:
+                cp0, cp1 = cur_box[1], cur_box[3]
             limit = GAP_FACTOR * (size or (cp1 - cp0))
-            breaks = (
-                d != cur_dir
-                or overlap(p0, p1, cp0, cp1) < PERP_OVERLAP * min(p1 - p0, cp1 - cp0)
-                or a0 - prev_a1 > limit
-                or a0 < prev_a1 - max(limit, a1 - a0) * 1.5
-            )
-            if breaks:
+            if (d != cur_dir
+                    or min(p1, cp1) - max(p0, cp0) < PERP_OVERLAP * min(p1 - p0, cp1 - cp0)
+                    or a0 - prev_a1 > limit
+                    or a0 < prev_a1 - max(limit, a1 - a0) * 1.5):
                 flush()
         if cur_box is None:
-            cur_box, cur_dir, cur_first = list(b), d, i
+            cur_box, cur_dir, cur_first = [b0, b1, b2, b3], d, i
             size = _size_of(acc, i, p1 - p0, d in (90, 270))
             cur_chars = [c]
         else:
             if pending_space:
                 cur_chars.append(" ")
             cur_chars.append(c)
-            cur_box = union((cur_box, b))
+            if b0 < cur_box[0]:
+                cur_box[0] = b0
+            if b1 < cur_box[1]:
+                cur_box[1] = b1
+            if b2 > cur_box[2]:
+                cur_box[2] = b2
+            if b3 > cur_box[3]:
+                cur_box[3] = b3
         pending_space = False
-        prev_a1 = a1 if prev_a1 is None else max(prev_a1, a1)
+        if prev_a1 is None or a1 > prev_a1:
+            prev_a1 = a1
     flush()
     return frags
 

@@ -5,7 +5,9 @@ checks as findings, and a page picture with the chunk boxes drawn."""
 
 from __future__ import annotations
 
+import functools
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -99,7 +101,9 @@ def build_chunk_map(
     if no_chunks and not empty:
         raise NoChunks(no_chunks)
     # the rows as chunk_rows reads them back (the table's columns hold these values as they are)
-    kept = {"rows": [{k: v for k, v in row.items() if k != "image"} for row in rows],
+    for row in rows:  # written: the image bytes leave the rows the checks read
+        del row["image"]
+    kept = {"rows": rows,
             "pages": [{"document_id": document, "page": p.page, "status": p.status, "text": p.text} for p in pages]}
     return Outcome(document, "empty" if empty else "new", summary, kept)
 
@@ -145,6 +149,39 @@ def texts_ahead(profile: Profile, embedder: Embedder, path: str, pieces: Sequenc
             if p.text and p.text.strip()]
 
 
+class _Counted:
+    """Token counts of the texts this process's chunk maps counted lately, by model: a
+    batch's profiles share most of their texts (pdf@3's paragraphs are pdf@2's, and many
+    are pdf@1's lines), so a profile's chunk map counts only what the ones before it did
+    not. Kept up to CHARS characters of text, the oldest forgotten first."""
+
+    CHARS = 16_000_000
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], int] = {}
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, model: str, texts: Sequence[str]) -> dict[str, int]:
+        with self._lock:
+            found = ((t, self._counts.get((model, t))) for t in texts)
+            return {t: n for t, n in found if n is not None}
+
+    def put(self, model: str, counts: dict[str, int]) -> None:
+        with self._lock:
+            for text, n in counts.items():
+                if (model, text) not in self._counts:
+                    self._chars += len(text)
+                self._counts[(model, text)] = n
+            while self._chars > self.CHARS and self._counts:
+                oldest = next(iter(self._counts))
+                del self._counts[oldest]
+                self._chars -= len(oldest[1])
+
+
+_COUNTED = _Counted()
+
+
 class Expander:
     """A profile's chunk pieces as the embedder will see them: the document title put in
     front of each embedding text (when the profile asks for it), and a piece over the
@@ -164,7 +201,13 @@ class Expander:
         """Tokens of each text with [CLS] and [SEP] (long texts counted window by window)."""
         new = list(dict.fromkeys(t for t in texts if t not in self.known))
         if new:
-            self.known.update(zip(new, bounded_counts(self.embedder.token_offsets, new, self.embedder.count_tokens)))
+            counted = _COUNTED.get(self.embedder.model_id, new)
+            unseen = [t for t in new if t not in counted]
+            if unseen:
+                fresh = dict(zip(unseen, bounded_counts(self.embedder.token_offsets, unseen, self.embedder.count_tokens)))
+                _COUNTED.put(self.embedder.model_id, fresh)
+                counted.update(fresh)
+            self.known.update(counted)
         return [self.known[t] for t in texts]
 
     def __call__(self, pieces: Sequence[ChunkPiece]) -> list[list[ChunkPiece]]:
@@ -239,6 +282,12 @@ def chunk_map_findings(store: Store, profile: str, documents: Sequence[str], max
     return rows_by_doc, [*chunk_row_findings(rows, max_tokens), page_text_finding(pages_read, rows)]
 
 
+@functools.lru_cache(maxsize=4096)
+def _page_words(text: str) -> tuple[str, ...]:
+    """A page's words, lower case (kept: every profile's chunk map checks the same pages)."""
+    return tuple(w.lower() for w in _WORD.findall(text or ""))
+
+
 def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -> Finding:
     """Each read page's words (as its reader read them) appear in that page's chunks, at
     least COVERAGE_FLOOR of them (chunk text need not rebuild the page text exactly)."""
@@ -249,7 +298,7 @@ def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -
                 w.lower() for w in _WORD.findall(row["text"]))
     low = []
     for page in pages:
-        words = [w.lower() for w in _WORD.findall(page["text"])]
+        words = _page_words(page["text"])
         if not words:
             continue
         have = chunk_words.get((page["document_id"], page["page"]), set())
