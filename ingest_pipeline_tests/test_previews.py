@@ -219,3 +219,26 @@ def test_importing_previews_loads_neither_pdfium_nor_pillow():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_pictures_of_one_page_with_other_boxes_render_it_once_and_equal_fresh_ones(monkeypatch):
+    """Each profile's chunk map draws its own boxes on the same page: the page is rendered
+    and quantized once, and every picture is byte for byte the one a fresh render gives."""
+    from ingest_pipeline import previews
+
+    pdf = simple_pdf([["Pumps and valves", "A page about the sluice gate."] * 6])
+    other = [(0.2, 0.2, 0.6, 0.4)]
+    fresh = {}
+    for name, boxes in (("first", BOXES), ("second", other)):
+        monkeypatch.setattr(previews, "_KEPT", previews._Kept())  # nothing kept: a fresh render
+        fresh[name] = render_page_preview(pdf, mt.PDF, 1, boxes, labels=[str(i) for i in range(len(boxes))])
+    monkeypatch.setattr(previews, "_KEPT", previews._Kept())
+    renders = []
+    real = previews._render_pdf_page
+    monkeypatch.setattr(previews, "_render_pdf_page", lambda *a: renders.append(a) or real(*a))
+    first = render_page_preview(pdf, mt.PDF, 1, BOXES, labels=[str(i) for i in range(len(BOXES))])
+    second = render_page_preview(pdf, mt.PDF, 1, other, labels=["0"])
+    assert len(renders) == 1
+    assert first == fresh["first"] and second == fresh["second"] and first != second
+    assert render_page_preview(simple_pdf([["Another document"]]), mt.PDF, 1, other, labels=["0"]) != second
+    assert len(renders) == 2  # another document's page is its own

@@ -275,3 +275,39 @@ def test_the_chunk_map_grid_check_fails_a_table_part_whose_rows_do_not_match_its
         return {c.check_name: c.passed for c in chunk_map_checks([row], 256)}["table_grid_consistent"]
 
     assert verdict(good) and not verdict(stale)
+
+
+def test_a_profile_counts_only_the_texts_no_profile_counted_before(embedder):
+    """Chunk maps of several profiles over one document share the texts' token counts:
+    the second counts only its own new texts, with the counts a fresh count gives; the
+    kept counts forget the oldest texts once they hold more characters than their bound."""
+    from ingest_pipeline.settings import Profile
+    from ingest_pipeline.stages import chunk_map
+
+    asked: list[str] = []
+
+    class Counting:
+        model_id, dim, max_tokens = embedder.model_id, embedder.dim, embedder.max_tokens
+
+        def count_tokens(self, texts):
+            asked.extend(texts)
+            return embedder.count_tokens(texts)
+
+        def token_offsets(self, text):
+            return embedder.token_offsets(text)
+
+    marker = "sluice gate 4471"  # texts no other test counts in this process
+    shared = [f"{marker}: the {n}th paragraph on valves." for n in range(6)]
+    own = [f"{marker}: the line about pump {n}." for n in range(3)]
+    first = chunk_map.Expander(Profile(name="layout"), Counting(), "a.pdf")
+    assert first.counts(shared) == embedder.count_tokens(shared)
+    assert sorted(asked) == sorted(shared)
+    asked.clear()
+    second = chunk_map.Expander(Profile(name="tables"), Counting(), "a.pdf")
+    assert second.counts(shared + own) == embedder.count_tokens(shared + own)
+    assert sorted(asked) == sorted(own)
+
+    kept = chunk_map._Counted()
+    kept.CHARS = 2 * max(len(t) for t in shared)
+    kept.put("m", {t: 1 for t in shared})
+    assert list(kept.get("m", shared)) == shared[-2:]  # the newest that fit, the oldest gone
