@@ -308,6 +308,7 @@ def test_a_profile_counts_only_the_texts_no_profile_counted_before(embedder):
     assert sorted(asked) == sorted(own)
 
     kept = chunk_map._Counted()
-    kept.CHARS = 2 * max(len(t) for t in shared)
+    kept.SIZE = 2
     kept.put("m", {t: 1 for t in shared})
     assert list(kept.get("m", shared)) == shared[-2:]  # the newest that fit, the oldest gone
+    assert kept.get("another model", shared) == {}

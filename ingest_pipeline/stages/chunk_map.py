@@ -5,7 +5,7 @@ checks as findings, and a page picture with the chunk boxes drawn."""
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import re
 import threading
 from collections.abc import Sequence
@@ -153,30 +153,31 @@ class _Counted:
     """Token counts of the texts this process's chunk maps counted lately, by model: a
     batch's profiles share most of their texts (pdf@3's paragraphs are pdf@2's, and many
     are pdf@1's lines), so a profile's chunk map counts only what the ones before it did
-    not. Kept up to CHARS characters of text, the oldest forgotten first."""
+    not. Keyed by a 16-byte digest of model and text (the texts themselves are not kept);
+    at most SIZE counts, the oldest forgotten first."""
 
-    CHARS = 16_000_000
+    SIZE = 300_000
 
     def __init__(self) -> None:
-        self._counts: dict[tuple[str, str], int] = {}
-        self._chars = 0
+        self._counts: dict[bytes, int] = {}
         self._lock = threading.Lock()
 
+    @staticmethod
+    def _key(model: str, text: str) -> bytes:
+        return hashlib.blake2b(f"{model}\0{text}".encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
     def get(self, model: str, texts: Sequence[str]) -> dict[str, int]:
+        keys = [self._key(model, t) for t in texts]
         with self._lock:
-            found = ((t, self._counts.get((model, t))) for t in texts)
+            found = ((t, self._counts.get(k)) for t, k in zip(texts, keys))
             return {t: n for t, n in found if n is not None}
 
     def put(self, model: str, counts: dict[str, int]) -> None:
+        keyed = [(self._key(model, t), n) for t, n in counts.items()]
         with self._lock:
-            for text, n in counts.items():
-                if (model, text) not in self._counts:
-                    self._chars += len(text)
-                self._counts[(model, text)] = n
-            while self._chars > self.CHARS and self._counts:
-                oldest = next(iter(self._counts))
-                del self._counts[oldest]
-                self._chars -= len(oldest[1])
+            self._counts.update(keyed)
+            while len(self._counts) > self.SIZE:
+                del self._counts[next(iter(self._counts))]
 
 
 _COUNTED = _Counted()
@@ -282,10 +283,13 @@ def chunk_map_findings(store: Store, profile: str, documents: Sequence[str], max
     return rows_by_doc, [*chunk_row_findings(rows, max_tokens), page_text_finding(pages_read, rows)]
 
 
-@functools.lru_cache(maxsize=4096)
-def _page_words(text: str) -> tuple[str, ...]:
-    """A page's words, lower case (kept: every profile's chunk map checks the same pages)."""
-    return tuple(w.lower() for w in _WORD.findall(text or ""))
+def _words(text: str) -> list[str]:
+    """The text's words in lower case. ASCII text is lowered whole first, which changes no
+    word boundary; other text word by word (lowering may change a letter into letters
+    that do not all count as word characters)."""
+    if text.isascii():
+        return _WORD.findall(text.lower())
+    return [w.lower() for w in _WORD.findall(text)]
 
 
 def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -> Finding:
@@ -294,11 +298,10 @@ def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -
     chunk_words: dict[tuple[str, int], set[str]] = {}
     for row in rows:
         if row.get("text"):
-            chunk_words.setdefault((row["document_id"], row["page"]), set()).update(
-                w.lower() for w in _WORD.findall(row["text"]))
+            chunk_words.setdefault((row["document_id"], row["page"]), set()).update(_words(row["text"]))
     low = []
     for page in pages:
-        words = _page_words(page["text"])
+        words = _words(page["text"])
         if not words:
             continue
         have = chunk_words.get((page["document_id"], page["page"]), set())
