@@ -45,7 +45,9 @@ def _hwm_kib(pid: int | str = "self") -> int:
 
 
 class ChildPeaks:
-    """Each child process's own peak (VmHWM), read from /proc every 250 ms while it lives (often enough for the parse worker, which lives the whole run; rarely enough to cost the measured process little).
+    """Each child process's own peak (VmHWM), read from /proc every 250 ms while it lives:
+    often enough for the parse worker, which lives the whole run (and VmHWM only grows),
+    rarely enough to cost the measured process little.
 
     ``getrusage(RUSAGE_CHILDREN).ru_maxrss`` cannot stand for a child's memory here: Python
     starts subprocesses with vfork, and a vforked child borrows its parent's address space

@@ -16,12 +16,10 @@ import base64
 import hashlib
 import logging
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
 
 from ingest_pipeline import media_types as mt
+from ingest_pipeline.memo import BoundedMemo
 
 log = logging.getLogger(__name__)
 
@@ -214,35 +212,23 @@ def _label_font(size: int):
         return ImageFont.load_default()
 
 
-class _Kept:
-    """The last few rendered pages and their quantized images, by page key (and palette
+class _Kept(BoundedMemo):
+    """The last rendered pages and their quantized images, by page key (and palette
     size): a batch's chunk maps draw each document's page once per profile, and the
     rendering and the quantizing are most of a picture's cost. Given out as copies."""
 
-    SIZE = 8
+    LIMIT = 32 * 2**20
 
-    def __init__(self) -> None:
-        self._items: OrderedDict[tuple, Any] = OrderedDict()
-        self._lock = threading.Lock()
+    def _cost(self, key: tuple, image) -> int:
+        return image.width * image.height * len(image.getbands())
 
     def get(self, key: tuple | None):
-        if key is None:
-            return None
-        with self._lock:
-            image = self._items.get(key)
-            if image is None:
-                return None
-            self._items.move_to_end(key)
-        return image.copy()
+        image = super().get(key)
+        return None if image is None else image.copy()
 
     def put(self, key: tuple | None, image) -> None:
-        if key is None:
-            return
-        with self._lock:
-            self._items[key] = image.copy()
-            self._items.move_to_end(key)
-            while len(self._items) > self.SIZE:
-                self._items.popitem(last=False)
+        if key is not None:
+            super().put(key, image.copy())
 
 
 _KEPT = _Kept()

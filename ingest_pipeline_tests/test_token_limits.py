@@ -308,7 +308,7 @@ def test_a_profile_counts_only_the_texts_no_profile_counted_before(embedder):
     assert sorted(asked) == sorted(own)
 
     kept = chunk_map._Counted()
-    kept.SIZE = 2
-    kept.put("m", {t: 1 for t in shared})
-    assert list(kept.get("m", shared)) == shared[-2:]  # the newest that fit, the oldest gone
-    assert kept.get("another model", shared) == {}
+    kept.LIMIT, kept.SHARE = 2 * kept.ENTRY, 1  # room for two counts
+    kept.keep("m", {t: 1 for t in shared})
+    assert list(kept.counts("m", shared)) == shared[-2:]  # the newest that fit, the oldest gone
+    assert kept.counts("another model", shared) == {}

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from ingest_pipeline.contract import ChunkPiece, ContractError, Layout, PageOutput, validate_bbox
 from ingest_pipeline.embedding import Embedder
 from ingest_pipeline.faults import crash_point
+from ingest_pipeline.memo import BoundedMemo
 from ingest_pipeline.merge import merge_claims
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import Profile
@@ -149,35 +149,30 @@ def texts_ahead(profile: Profile, embedder: Embedder, path: str, pieces: Sequenc
             if p.text and p.text.strip()]
 
 
-class _Counted:
+class _Counted(BoundedMemo):
     """Token counts of the texts this process's chunk maps counted lately, by model: a
     batch's profiles share most of their texts (pdf@3's paragraphs are pdf@2's, and many
     are pdf@1's lines), so a profile's chunk map counts only what the ones before it did
     not. Keyed by a 16-byte digest of model and text (the texts themselves are not kept);
-    at most SIZE counts, the oldest forgotten first."""
+    about 300,000 counts, the least recently used forgotten first."""
 
-    SIZE = 300_000
+    ENTRY = 100  # bytes a kept count holds: its digest, its slot, its number
+    LIMIT = 300_000 * ENTRY
 
-    def __init__(self) -> None:
-        self._counts: dict[bytes, int] = {}
-        self._lock = threading.Lock()
+    def _cost(self, key: bytes, value: int) -> int:
+        return self.ENTRY
 
     @staticmethod
     def _key(model: str, text: str) -> bytes:
         return hashlib.blake2b(f"{model}\0{text}".encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
-    def get(self, model: str, texts: Sequence[str]) -> dict[str, int]:
-        keys = [self._key(model, t) for t in texts]
-        with self._lock:
-            found = ((t, self._counts.get(k)) for t, k in zip(texts, keys))
-            return {t: n for t, n in found if n is not None}
+    def counts(self, model: str, texts: Sequence[str]) -> dict[str, int]:
+        found = ((t, self.get(self._key(model, t))) for t in texts)
+        return {t: n for t, n in found if n is not None}
 
-    def put(self, model: str, counts: dict[str, int]) -> None:
-        keyed = [(self._key(model, t), n) for t, n in counts.items()]
-        with self._lock:
-            self._counts.update(keyed)
-            while len(self._counts) > self.SIZE:
-                del self._counts[next(iter(self._counts))]
+    def keep(self, model: str, counts: dict[str, int]) -> None:
+        for text, n in counts.items():
+            self.put(self._key(model, text), n)
 
 
 _COUNTED = _Counted()
@@ -202,11 +197,11 @@ class Expander:
         """Tokens of each text with [CLS] and [SEP] (long texts counted window by window)."""
         new = list(dict.fromkeys(t for t in texts if t not in self.known))
         if new:
-            counted = _COUNTED.get(self.embedder.model_id, new)
+            counted = _COUNTED.counts(self.embedder.model_id, new)
             unseen = [t for t in new if t not in counted]
             if unseen:
                 fresh = dict(zip(unseen, bounded_counts(self.embedder.token_offsets, unseen, self.embedder.count_tokens)))
-                _COUNTED.put(self.embedder.model_id, fresh)
+                _COUNTED.keep(self.embedder.model_id, fresh)
                 counted.update(fresh)
             self.known.update(counted)
         return [self.known[t] for t in texts]
