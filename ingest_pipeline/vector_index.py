@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -26,8 +27,15 @@ def keyword_column(table) -> str:
 
 def search_text(row: dict[str, Any]) -> str | None:
     """A chunk row's keyword text: what the model embedded (title and headings in front of
-    the text), else its text."""
-    return row.get("embed_text") or row.get("text")
+    the text), else its text; words of the text the embedding text leaves out (pdf@4 leaves
+    out standalone numbers) follow it, so keyword search still finds "1,330"."""
+    embed, text = row.get("embed_text"), row.get("text")
+    if not embed:
+        return text
+    if not text or embed.endswith(text):
+        return embed
+    left = Counter(text.split()) - Counter(embed.split())
+    return embed + "\n" + " ".join(left.elements()) if left else embed
 
 
 def table_name(profile: str) -> str:

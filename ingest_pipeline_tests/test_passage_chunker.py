@@ -148,3 +148,41 @@ def test_the_first_pages_largest_short_lines_name_the_document_in_its_first_pass
 
     off, on = (config_hash("pdf@4", stated_config(PdfPassagesChunker(c))) for c in ({"title_size": 0}, None))
     assert off != on
+
+
+def test_the_model_reads_the_nearest_heading_and_no_standalone_numbers_while_the_text_keeps_all():
+    w = PdfWriter()
+    page = w.page()
+    page.text(72, 740, "Financial Statements", 20)
+    page.text(72, 700, "The statements follow the accounting policies of the last annual report.", 10)
+    page.text(72, 660, "Notes to the Statements", 16)
+    page.text(72, 630, "Each note explains one line of the statements above in some detail.", 10)
+    page.text(72, 590, "Long-Term Debt", 14)
+    page.text(72, 570, "Maturities of long-term debt as of December 31, 2018 are as follows:", 10)
+    w.page().text(72, 720, "After 2019 2020 2021 $ 745 $ 1,330 (1,698) 12.5% total", 10)
+    (carried,) = _passages(w.to_bytes())[1].pieces
+    assert carried.header_path == ("Financial Statements", "Notes to the Statements", "Long-Term Debt")
+    assert carried.text == "After 2019 2020 2021 $ 745 $ 1,330 (1,698) 12.5% total"
+    assert carried.embed_text == "Long-Term Debt\nAfter 2019 2020 2021 total"  # years stay: questions name them
+
+    (whole,) = _passages(w.to_bytes(), embed_headings=3, embed_numbers=True)[1].pieces
+    assert whole.embed_text == "Financial Statements\nNotes to the Statements\nLong-Term Debt\n" + carried.text
+    (bare,) = _passages(w.to_bytes(), embed_headings=0)[1].pieces
+    assert bare.embed_text == "After 2019 2020 2021 total"
+
+    w = PdfWriter()  # a passage of numbers alone is read as it is, not as nothing
+    w.page().text(72, 720, "745 1,330 1,698", 10)
+    (alone,) = _passages(w.to_bytes())[0].pieces
+    assert alone.text == "745 1,330 1,698" and alone.embed_text is None
+
+
+def test_a_table_part_keeps_its_numbers_in_the_text_and_leaves_them_out_of_the_embedding_text():
+    w = PdfWriter()
+    _table_page(w, 30)
+    (page,) = _passages(w.to_bytes(), max_tokens=96, target_tokens=64)
+    parts = [p for p in page.pieces if p.layout.role == "table"]
+    assert len(parts) > 1  # split while sized with every number, as before
+    for part in parts:
+        rows = part.text.split("\n")[1:]
+        assert all(row.endswith(".00") for row in rows)
+        assert part.embed_text == "\n".join(["Quarter Revenue"] + ["quarter of the fiscal year"] * len(rows))

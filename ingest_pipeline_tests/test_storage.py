@@ -5,7 +5,7 @@ import pytest
 
 from ingest_pipeline.catalog import VIEWS, build_catalog, query
 from ingest_pipeline.lake import Lake
-from ingest_pipeline.vector_index import VectorIndex, index_schema
+from ingest_pipeline.vector_index import VectorIndex, index_schema, search_text
 
 
 def test_lake_writes_atomically_and_replaces_exactly_one_file(tmp_path, monkeypatch):
@@ -117,6 +117,26 @@ def test_lancedb_search_modes(tmp_path):
     hybrid = index.search("default", "apple", [1.0, 0.0, 0.0, 1.0], k=3, mode="hybrid")
     assert hybrid[0]["chunk_id"] == "apple" and "score" in hybrid[0]
     assert index.search("other", "apple", None, mode="text") == []
+
+
+def test_keyword_search_finds_the_numbers_an_embedding_text_leaves_out(tmp_path):
+    """pdf@4's embedding text drops standalone numbers; the keyword column puts the words
+    of the text it lacks after it, so an amount is still found by keyword, and a row whose
+    embedding text holds its whole text is indexed as before."""
+    row = {"text": "Total debt $ 1,330 and $ 745 in 2019", "embed_text": "ACME 2019 10K\nDebt\nTotal debt and in 2019"}
+    assert search_text(row) == "ACME 2019 10K\nDebt\nTotal debt and in 2019\n$ $ 1,330 745"
+    assert search_text({"text": "plain", "embed_text": "Title\nplain"}) == "Title\nplain"
+    assert search_text({"text": "plain", "embed_text": None}) == "plain"
+
+    index = VectorIndex(str(tmp_path / "lancedb"), dim=4)
+    rows = _rows("d1", ["debt", "sales"]).to_pylist()
+    rows[0]["text"], rows[0]["search_text"] = row["text"], search_text(row)
+    rows[1]["search_text"] = search_text({"text": "sales of 2,698 units", "embed_text": "sales of units"})
+    index.sync_document("default", "d1", pa.Table.from_pylist(rows, schema=index_schema(4)))
+    index.refresh_text_index("default")
+    assert [h["chunk_id"] for h in index.search("default", "1,330", None, k=5, mode="text")] == ["debt"]
+    assert [h["chunk_id"] for h in index.search("default", "2,698", None, k=5, mode="text")] == ["sales"]
+    assert index.search("default", "1,330", None, k=5, mode="text")[0]["text"] == row["text"]
 
 
 def test_keyword_search_reads_the_embedding_text_and_an_old_table_keeps_finding_its_rows(tmp_path):

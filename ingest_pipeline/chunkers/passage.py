@@ -7,6 +7,11 @@ of its own, split between rows (header repeated) when too large. Running headers
 footers and page numbers are left out (named in the first passage's ``meta``), and the
 title the first page sets largest is named in its first passage's ``meta``
 (``document_title``), for the chunk map's document context.
+
+The embedding text is the nearest heading (``embed_headings``) and the passage's text
+without its standalone numbers (``embed_numbers``): measured on both question sets, the
+model finds passages better without them, and reads a fifth fewer tokens (README,
+retrieval). The text, the heading path and keyword search keep everything.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ _LETTER = re.compile(r"[^\W\d_]")
 _NUMBER = re.compile(r"\d[\d,.]*")
 _TITLE_CHARS = 120  # a title line's length at most, however few its spaces
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # a font without a usable text map
+_FIGURE = re.compile(r"[$()\d,.\-\u2013\u2014%*\u2020]+")  # a word of digits and the signs around amounts
+_YEAR = re.compile(r"\(?(?:19|20)\d\d\)?")
 
 
 class PassageConfig(ChunkerConfig):
@@ -54,6 +61,13 @@ class PassageConfig(ChunkerConfig):
                               description="the document's title: the largest short lines of its first page, when "
                                           "their font is this many times the page's body size (0: never)")
     max_title_words: int = Field(default=10, ge=1)
+    embed_headings: int = Field(default=1, ge=0, le=3,
+                                description="how many of the nearest headings of the path (it keeps three) lead the "
+                                            "embedding text; the chunk's header_path keeps them all")
+    embed_numbers: bool = Field(default=False,
+                                description="keep standalone numbers and the signs around them ($ 1,234 (5.6) %) in "
+                                            "the embedding text; years are kept either way, and the chunk's text "
+                                            "and keyword search keep every number")
 
     @model_validator(mode="after")
     def _target_below_max(self):
@@ -149,7 +163,7 @@ def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PassageCo
 
     def prefix() -> tuple[str, ...]:
         # headings the passage itself starts with are in its text, not in its prefix
-        return tuple(p for p in outline.path if p not in own)
+        return _nearest(tuple(p for p in outline.path if p not in own), config)
 
     def room() -> int:
         return config.max_tokens - _SPECIALS - _prefix_tokens(prefix()) - used
@@ -164,7 +178,7 @@ def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PassageCo
     def flush() -> None:
         nonlocal used
         if current:
-            passages.append(_passage(current, outline.path, prefix()))
+            passages.append(_passage(current, outline.path, prefix(), config))
         current.clear()
         own.clear()
         used = 0
@@ -225,12 +239,40 @@ def _cut(text: str, budget: int) -> list[str]:
     return split_text(text, token_offsets, budget)
 
 
+def _nearest(path: tuple[str, ...], config: PassageConfig) -> tuple[str, ...]:
+    """The headings that lead a passage's embedding text: the last ``embed_headings`` of its path."""
+    return path[len(path) - config.embed_headings:] if config.embed_headings else ()
+
+
+def model_words(text: str) -> str:
+    """A text as the model is given it when numbers are left out: each line without its
+    words made only of digits and the signs around amounts ("$", "1,234", "(5.6)", "%"),
+    years kept, the words of a line joined by one space, lines left empty dropped; the text
+    itself when nothing would be left. A dense embedding of "745 1,330 1,698" says nothing a
+    question can match; keyword search still reads every number (see
+    ``vector_index.search_text``)."""
+    lines = []
+    for line in text.split("\n"):
+        words = [w for w in line.split() if not _FIGURE.fullmatch(w) or _YEAR.fullmatch(w)]
+        if words:
+            lines.append(" ".join(words))
+    return "\n".join(lines) or text
+
+
+def _embedding_text(text: str, prefix: tuple[str, ...], config: PassageConfig) -> str | None:
+    """What the model reads for a passage: its leading headings, then its text (its numbers
+    left out unless ``embed_numbers``); None when that is the text itself."""
+    body = text if config.embed_numbers else model_words(text)
+    embed = "\n".join((*prefix, body))
+    return None if embed == text else embed
+
+
 def _passage(packed: Sequence[tuple[str, BBox | None, str]], path: tuple[str, ...],
-             prefix: tuple[str, ...]) -> ChunkPiece:
+             prefix: tuple[str, ...], config: PassageConfig) -> ChunkPiece:
     text = "\n".join(t for t, _, _ in packed)
     bbox = _union([b for _, b, _ in packed])
     regions = tuple(LayoutRegion(role, b) for _, b, role in packed if b is not None)
-    embed = "\n".join((*prefix, text)) if prefix else None
+    embed = _embedding_text(text, prefix, config)
     return ChunkPiece(
         text=text, bbox=bbox, bbox_reason=None if bbox else "unresolved",
         layout=Layout(role="passage", regions=regions), header_path=path, content_type="passage",
@@ -242,14 +284,16 @@ def _table_passages(region: Region, path: tuple[str, ...], config: PassageConfig
     from ingest_pipeline.token_limits import split_to_limit
 
     piece = region.piece
-    embed = "\n".join((*path, piece.text)) if path else None
+    prefix = _nearest(path, config)
+    embed = "\n".join((*prefix, piece.text)) if prefix else None
     whole = replace(piece, header_path=path, embed_text=embed)
     out = []
-    for part in split_to_limit(whole, token_offsets, config.max_tokens):
+    for part in split_to_limit(whole, token_offsets, config.max_tokens):  # sized with every number
         layout = part.layout
         box = part.bbox
         out.append(replace(part, layout=Layout(role="table", table=layout.table if layout else None,
-                                               regions=(LayoutRegion("table", box),) if box else ())))
+                                               regions=(LayoutRegion("table", box),) if box else ()),
+                           embed_text=_embedding_text(part.text, prefix, config)))
     return out
 
 
@@ -382,7 +426,8 @@ class PdfPassagesChunker(BaseChunker):
     id = "pdf"
     version = 4
     summary = ("a passage: consecutive paragraphs of one PDF page under one heading (or one table, split "
-               "between rows), sized in the embedder's tokens; its box, its regions' boxes and heading path")
+               "between rows), sized in the embedder's tokens; its box, its regions' boxes and heading path; "
+               "the model reads it after its nearest heading, without its standalone numbers")
     media_types = frozenset({mt.PDF})
     builtin = True
     opt_in = True

@@ -212,15 +212,18 @@ class Expander:
             pieces = [replace(p, embed_text=f"{title}\n{p.embed_text or p.text}") for p in pieces]
         limit = self.embedder.max_tokens
         texts = [p.embed_text or p.text for p in pieces]
-        self.counts([t for t in texts if t])
+        apart = [_prefix_apart(p) for p in pieces]
+        # an embedding text that is not a prefix and the text (pdf@4 leaves numbers out):
+        # split_to_limit sizes the text alone, so its count joins the same batch
+        self.counts([t for t in texts if t] + [p.text for p, a in zip(pieces, apart) if not a and p.text])
         out: list[list[ChunkPiece]] = []
-        for piece, text in zip(pieces, texts):
+        for piece, text, whole in zip(pieces, texts, apart):
             tokens = self.known[text] if text else None
             if not self.profile.split_oversized:
                 if tokens is not None and tokens > limit:
                     piece = replace(piece, meta={**piece.meta, "token_overflow": True})
                 out.append([piece])
-            elif tokens is not None and tokens <= limit and _prefix_apart(piece):
+            elif tokens is not None and tokens <= limit and (whole or not piece.text or self.known[piece.text] <= limit):
                 out.append([piece])  # fits: what split_to_limit would answer, without tokenizing again
             else:
                 out.append(split_to_limit(piece, self.embedder.token_offsets, limit))
