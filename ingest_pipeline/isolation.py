@@ -61,9 +61,20 @@ class ParseWorker:
         self.timeout = timeout
         self.memory_bytes = memory_bytes
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._owner: threading.Thread | None = None  # the thread that started the worker
         self._lock = threading.Lock()
 
+    def start(self) -> None:
+        """Start the worker now, from this thread (a step starts its workers before handing
+        them to threads of its own: the worker dies with the thread that started it)."""
+        if self.timeout > 0:
+            with self._lock:
+                self._executor()
+
     def _executor(self) -> concurrent.futures.ProcessPoolExecutor:
+        if self._pool is not None and self._owner is not None and not self._owner.is_alive():
+            # PR_SET_PDEATHSIG fires when the starting *thread* ends: that worker is gone
+            self._discard()
         if self._pool is None:
             pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=1, mp_context=multiprocessing.get_context("spawn"),
@@ -71,7 +82,7 @@ class ParseWorker:
             # Start the worker before any document's clock runs: its start-up (a fresh
             # interpreter) is not parsing time, and can take seconds on a busy machine.
             pool.submit(_ready).result(timeout=STARTUP_TIMEOUT)
-            self._pool = pool
+            self._pool, self._owner = pool, threading.current_thread()
         return self._pool
 
     def _discard(self) -> None:

@@ -167,6 +167,7 @@ class ParseWorkerResource(ConfigurableResource):
 
     _worker: ParseWorker | None = PrivateAttr(default=None)
     _borrowed: bool = PrivateAttr(default=False)
+    _more: list[ParseWorker] = PrivateAttr(default_factory=list)
 
     def worker(self) -> ParseWorker:
         """This step's worker: the process's kept one when its runs share one
@@ -177,13 +178,26 @@ class ParseWorkerResource(ConfigurableResource):
             self._borrowed = shared is not None
         return self._worker
 
+    def workers(self, count: int) -> list[ParseWorker]:
+        """This step's worker and ``count - 1`` more of its own, with the same limits, for a
+        step whose documents parse independently (the pages step); they stop with the step.
+        One when parsing runs in process."""
+        first = self.worker()
+        if first.timeout <= 0:
+            return [first]
+        while len(self._more) < count - 1:
+            self._more.append(ParseWorker(self.timeout, self.memory_bytes()))
+        return [first, *self._more[: max(0, count - 1)]]
+
     def memory_bytes(self) -> int | None:
         return self.memory_mib * 2**20 if self.memory_mib else None
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
+        for worker in self._more:
+            worker.close()
         if self._worker is not None and not self._borrowed:  # a kept worker stops with its block
             self._worker.close()
-        self._worker, self._borrowed = None, False
+        self._worker, self._borrowed, self._more = None, False, []
 
 
 def parse_worker_for(settings: Settings) -> ParseWorkerResource:

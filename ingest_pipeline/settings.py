@@ -75,6 +75,9 @@ class Settings:
     # and the worker's address-space limit.
     parse_timeout: float = 300.0
     parse_memory_bytes: int = 6 * 1024**3
+    # How many documents the pages step reads at once, each in its own worker process
+    # (a step of fewer than READ_ALONE documents reads them in one).
+    read_workers: int = field(default_factory=lambda: min(2, available_cpus()))
     # Dagster: seconds between sensor ticks; the executor of the ingest job
     # ("in_process": one process per run; "multiprocess": one per step).
     sensor_interval: int = 15
@@ -233,6 +236,7 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         link_roots=link_roots,
         parse_timeout=float(os.environ.get("INGEST_PARSE_TIMEOUT") or limits.get("parse_timeout", 300.0)),
         parse_memory_bytes=int(limits.get("parse_memory_mib", 6 * 1024)) * 1024**2,
+        read_workers=max(1, int(limits.get("read_workers", min(2, available_cpus())))),
         embed_batch=int(config.get("embed_batch", Settings.embed_batch)),
         embed_workers=max(1, int(config.get("embed_workers", available_cpus()))),
         embed_threads=max(0, int(config.get("embed_threads", Settings.embed_threads))),

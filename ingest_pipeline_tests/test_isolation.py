@@ -5,7 +5,7 @@ import time
 import pytest
 
 from ingest_pipeline.catalog import query
-from ingest_pipeline.isolation import ParseLimitExceeded, ParseWorker
+from ingest_pipeline.isolation import ParseLimitExceeded, ParseWorker, kept_worker
 from ingest_pipeline_tests.chunker_doubles import install_distribution
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, register, run_batch, temporary_instance
@@ -179,3 +179,69 @@ def test_the_runs_of_one_ingest_share_one_parse_worker_that_stops_when_the_inges
     while alive(next(iter(pids))) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(next(iter(pids)))
+
+
+def test_the_parse_worker_resource_gives_a_step_more_workers_and_stops_them_all():
+    from dagster import build_init_resource_context
+
+    from ingest_pipeline.resources import ParseWorkerResource
+    from ingest_pipeline_tests.dagster_dev import alive
+
+    resource = ParseWorkerResource(timeout=60, memory_mib=0)
+    first, second = resource.workers(2)
+    assert resource.workers(2) == [first, second] and resource.workers(1) == [first]
+    pids = {first.call(_pid), second.call(_pid)}
+    assert len(pids) == 2 and all(alive(p) for p in pids)
+    resource.teardown_after_execution(build_init_resource_context())
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in pids)
+    assert len(ParseWorkerResource(timeout=0, memory_mib=0).workers(2)) == 1  # in process: one
+
+
+def test_the_pages_step_reads_documents_side_by_side_and_a_corrupt_one_fails_alone(data_dir, monkeypatch):
+    from ingest_pipeline import stages
+    from ingest_pipeline_tests.conftest import pdf_bytes
+
+    texts = {f"report_{i}.pdf": [[f"Report {i} page {p} says the figures were checked."] for p in (1, 2)]
+             for i in range(5)}
+    for name, pages in texts.items():
+        write(data_dir / "sources" / name, pdf_bytes(pages))
+    write(data_dir / "sources" / "report_broken.pdf", b"%PDF-1.7\n1 0 obj << /Type /Catalog >>\n%%EOF garbage")
+    read_by: dict[str, int] = {}
+    read_document = stages.read_document
+
+    def watched(settings, store, document, run_id, parser=None, force=False):
+        try:
+            return read_document(settings, store, document, run_id, parser, force)
+        finally:
+            read_by[document] = parser.pids()[0] if parser.pids() else -1
+
+    monkeypatch.setattr(stages, "read_document", watched)
+    from ingest_pipeline.settings import available_cpus, load_settings
+
+    assert load_settings(str(data_dir)).read_workers == min(2, available_cpus())  # the default
+    write(data_dir / "ingest_pipeline.toml", "[limits]\nread_workers = 2\n")
+    pipeline = fresh_pipeline(data_dir)
+    instance = temporary_instance(data_dir)
+    keys = register(pipeline, instance)
+    # as the CLI runs it: one worker kept for the whole run, borrowed by every step; the
+    # reading threads end with the pages step, and the kept worker must outlive them
+    with kept_worker(pipeline.settings.parse_timeout, pipeline.settings.parse_memory_bytes) as kept:
+        result = run_batch(pipeline, instance, keys)
+        assert kept.started
+    assert result.success and len(read_by) == 6
+    assert len(set(read_by.values()) - {-1}) == 2  # two worker processes, each reading its share
+    pages = {(r["path"], r["page"]): r["text"] for r in query(
+        pipeline.lake, "select s.path, p.page, p.text from pages p join sources s using (document_id) "
+                          "where p.status = 'read'").to_pylist()}
+    assert {k[0] for k in pages} == set(texts)
+    for name, doc in texts.items():
+        for number, lines in enumerate(doc, start=1):
+            assert pages[(name, number)].strip() == lines[0]
+    errors = query(pipeline.lake, "select path from errors where stage = 'pages'").to_pylist()
+    assert [r["path"] for r in errors] == ["report_broken.pdf"]
+    chunked = query(pipeline.lake, "select distinct path from chunks where profile = 'retrieval'").to_pylist()
+    assert {r["path"] for r in chunked} == set(texts)  # the later steps still had their worker
+    assert not query(pipeline.lake, "select * from errors where stage like 'chunks/%'").to_pylist()

@@ -10,6 +10,7 @@ attaches metadata to that partition's materialization event only.
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dagster import (
@@ -135,14 +136,23 @@ _SHARD_OF: dict[str, dict[str, str]] = {}
 
 
 def for_each_document(
-    context: AssetExecutionContext, keys: Iterable[str], step: Callable[[str], Outcome]
+    context: AssetExecutionContext, keys: Iterable[str], step: Callable[[str], Outcome], threads: int = 1
 ) -> list[Outcome]:
+    """Each document's outcome, in the keys' order; with ``threads`` > 1 that many documents
+    run at once (``step`` must then be safe to call side by side), and their outcomes are
+    logged and reported here, in order, as they finish."""
+    if threads > 1:
+        with ThreadPoolExecutor(threads, thread_name_prefix="document") as pool:
+            return _told(context, pool.map(step, keys))
+    return _told(context, map(step, keys))
+
+
+def _told(context: AssetExecutionContext, results: Iterable[Outcome]) -> list[Outcome]:
     outcomes = []
     asset = context.asset_key.to_user_string()
-    for key in keys:
-        outcome = step(key)
+    for outcome in results:
         if outcome.status == "failed":
-            context.log.warning(f"{key}: {outcome.detail.get('reason')}")
+            context.log.warning(f"{outcome.document}: {outcome.detail.get('reason')}")
         progress.report(asset, outcome)  # live progress for an in-process run (the CLI)
         outcomes.append(outcome)
     return outcomes

@@ -1,6 +1,7 @@
 """The first two per-document assets: the source bytes and the pages read from them."""
 
 
+import queue
 import time
 
 from dagster import AssetExecutionContext, MaterializeResult, asset
@@ -29,11 +30,32 @@ def sources(context: AssetExecutionContext, ingest: IngestResource, store: Store
        kinds={"parquet"}, code_version=str(stages.STAGE_VERSIONS["pages"]))
 def pages(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
           parse: ParseWorkerResource) -> MaterializeResult:
-    """One row per page with the reader's verdict (read, blank, failed, unreadable) and text."""
-    settings, st, worker = ingest.settings(), store.store(), parse.worker()
+    """One row per page with the reader's verdict (read, blank, failed, unreadable) and text.
+
+    Documents are read side by side, each worker process on one (``read_workers``): a
+    reader is single-threaded, PDFium not thread-safe even across documents, so a second
+    core helps only as a second process."""
+    settings, st = ingest.settings(), store.store()
     started = time.perf_counter()
-    outcomes = for_each_document(context, document_keys(context, settings, st), lambda key: stages.guarded(
-        st, "pages", key, context.run_id, stages.read_document, settings, st, key, context.run_id, worker,
-        force=forced(context, ingest)))
+    keys = document_keys(context, settings, st)
+    workers = parse.workers(settings.read_workers if len(keys) >= READ_ALONE else 1)
+    free: queue.SimpleQueue = queue.SimpleQueue()
+    for worker in workers:
+        if len(workers) > 1:
+            worker.start()  # from this thread, which outlives the step's reading threads
+        free.put(worker)
+
+    def read(key: str):
+        worker = free.get()
+        try:
+            return stages.guarded(st, "pages", key, context.run_id, stages.read_document, settings, st, key,
+                                  context.run_id, worker, force=forced(context, ingest))
+        finally:
+            free.put(worker)
+
+    outcomes = for_each_document(context, keys, read, threads=len(workers))
     report_partitions(context, outcomes, started)
     return MaterializeResult()
+
+
+READ_ALONE = 4  # fewer documents than this are read by one worker: a second one's start-up is not worth it
