@@ -30,6 +30,9 @@ def document_id(key: str, label: str | None = None) -> str:
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+_STRING = json.encoder.encode_basestring  # how _CANONICAL writes a string (ensure_ascii=False)
+
+
 def canonical_json(value: Any) -> str:
     return _CANONICAL.encode(value)
 
@@ -54,5 +57,9 @@ def chunk_id(
 ) -> str:
     """The primary key of a chunk: same input and configuration, same id on any machine."""
     content_digest = sha256_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
-    payload = canonical_json([document, chunker_ref, cfg_hash, page, index, content_digest])
+    if type(page) is int and type(index) is int:  # canonical_json's text for these six, written out
+        payload = (f"[{_STRING(document)},{_STRING(chunker_ref)},{_STRING(cfg_hash)},{page},{index},"
+                   f"{_STRING(content_digest)}]")
+    else:
+        payload = canonical_json([document, chunker_ref, cfg_hash, page, index, content_digest])
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]

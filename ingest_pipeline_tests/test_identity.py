@@ -106,3 +106,16 @@ def test_ocr_and_both_resolutions_change_the_identity_of_exactly_what_they_chang
 def _doc(pipeline, path: str) -> str:
     rows = query(pipeline.lake, f"SELECT document_id FROM sources WHERE path = '{path}'").to_pylist()
     return rows[0]["document_id"]
+
+
+def test_a_chunk_id_is_the_hash_of_the_canonical_json_of_its_six_parts_whatever_the_characters():
+    import hashlib
+
+    from ingest_pipeline.identity import canonical_json, chunk_id
+
+    for document in ("report-2022-1a2b3c", 'quo"te\\slash', "ünïcode\u2028line\nbreak\ttab", "\x00\x1f"):
+        for page, index in ((1, 0), (300, 17), (True, 0)):
+            digest = hashlib.sha256("text ü".encode()).hexdigest()
+            payload = canonical_json([document, "pdf@4", "abcd", page, index, digest])
+            assert chunk_id(document, "pdf@4", "abcd", page, index, "text ü") == \
+                hashlib.sha256(payload.encode()).hexdigest()[:32]
