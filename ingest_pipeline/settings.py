@@ -77,7 +77,7 @@ class Settings:
     parse_memory_bytes: int = 6 * 1024**3
     # How many documents the pages step reads at once, each in its own worker process
     # (a step of fewer than READ_ALONE documents reads them in one).
-    read_workers: int = field(default_factory=lambda: min(2, available_cpus()))
+    read_workers: int = field(default_factory=lambda: default_read_workers())
     # Dagster: seconds between sensor ticks; the executor of the ingest job
     # ("in_process": one process per run; "multiprocess": one per step).
     sensor_interval: int = 15
@@ -236,7 +236,7 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         link_roots=link_roots,
         parse_timeout=float(os.environ.get("INGEST_PARSE_TIMEOUT") or limits.get("parse_timeout", 300.0)),
         parse_memory_bytes=int(limits.get("parse_memory_mib", 6 * 1024)) * 1024**2,
-        read_workers=max(1, int(limits.get("read_workers", min(2, available_cpus())))),
+        read_workers=max(1, int(limits.get("read_workers", default_read_workers()))),
         embed_batch=int(config.get("embed_batch", Settings.embed_batch)),
         embed_workers=max(1, int(config.get("embed_workers", available_cpus()))),
         embed_threads=max(0, int(config.get("embed_threads", Settings.embed_threads))),
@@ -247,6 +247,11 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         partition_mode=mode,
         shard_count=int(partitioning.get("shards", 4096)),
     )
+
+
+def default_read_workers() -> int:
+    """Documents the pages step reads at once unless told: one per CPU, at most two."""
+    return min(2, available_cpus())
 
 
 def available_cpus() -> int:

@@ -11,6 +11,8 @@ from ingest_pipeline.assets.common import BATCH_POLICY, document_keys, for_each_
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.resources import IngestResource, ParseWorkerResource, StoreResource
 
+READ_ALONE = 4  # fewer documents than this are read by one worker: a second one's start-up is not worth it
+
 
 @asset(partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name="ingest",
        kinds={"parquet"}, code_version=str(stages.STAGE_VERSIONS["sources"]))
@@ -56,6 +58,3 @@ def pages(context: AssetExecutionContext, ingest: IngestResource, store: StoreRe
     outcomes = for_each_document(context, keys, read, threads=len(workers))
     report_partitions(context, outcomes, started)
     return MaterializeResult()
-
-
-READ_ALONE = 4  # fewer documents than this are read by one worker: a second one's start-up is not worth it
