@@ -271,8 +271,9 @@ class Store:
     def embedding_cache_files(self, model: str) -> list[str]:
         return sorted(self.lake.files(f"embedding_cache/{model}"))
 
-    def cached_vectors(self, model: str, shas: Iterable[str]) -> dict[str, np.ndarray]:
-        """The cache's vectors of these text hashes (those it has)."""
+    def cached_vectors(self, model: str, shas: Iterable[str], skip: str | None = None) -> dict[str, np.ndarray]:
+        """The cache's vectors of these text hashes (those it has), leaving out the shards
+        whose name starts with ``skip`` (a writer that knows what it wrote itself)."""
         wanted = set(shas)
         found: dict[str, np.ndarray] = {}
         if not wanted:
@@ -281,6 +282,8 @@ class Store:
 
         for attempt in range(3):
             files = self.embedding_cache_files(model)
+            if skip:
+                files = [f for f in files if not f.rsplit("/", 1)[-1].startswith(skip)]
             if not files:
                 return found
             dataset = ds.dataset(files, filesystem=self.lake.fs, format="parquet", schema=tables.EMBEDDING_CACHE)

@@ -103,3 +103,46 @@ def test_a_run_that_ends_without_its_embeddings_step_leaves_no_thread_behind(tmp
     EmbeddingPrefetch.stop_run(run)
     assert not any(t.name == f"prefetch-{run[:8]}" for t in threading.enumerate())
     assert EmbeddingPrefetch.take(run, "served") == {}
+
+
+def test_the_prefetch_takes_an_earlier_runs_vectors_and_reads_no_shard_of_its_own(tmp_path, embedder):
+    """The prefetch looks each part up in the cache (an earlier run may hold its texts),
+    but not in the shards it wrote itself: those hold only texts it was handed before."""
+    from ingest_pipeline.identity import sha256_text
+    from ingest_pipeline.stages import EmbeddingPrefetch
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner, self.texts = inner, []
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def embed(self, texts):
+            self.texts += list(texts)
+            return self.inner.embed(texts)
+
+    store = Store.at(str(tmp_path / "lake"))
+    texts = [f"greenhouse row {i}: " + "valve " * (i // 100) for i in range(600)]
+    earlier = texts[::7]  # spread over the three parts the prefetch embeds
+    EmbeddingCache(store, embedder.model_id).put(
+        {sha256_text(t): v for t, v in zip(earlier, embedder.embed(earlier))}, shard="earlier-run-0001")
+    counting, run = Counting(embedder), "run-skip-test"
+    original = store.cached_vectors
+    read: list[list[str]] = []
+
+    def recording(model, shas, skip=None):
+        read.append([f for f in store.embedding_cache_files(model) if not (skip and f.rsplit("/", 1)[-1].startswith(skip))])
+        return original(model, shas, skip=skip)
+
+    store.cached_vectors = recording
+    EmbeddingPrefetch.feed(store, counting, "served", texts, run)
+    EmbeddingPrefetch.settle(store, counting, "served", {sha256_text(t): t for t in texts}, run)
+    vectors = EmbeddingPrefetch.take(run, "served")
+    assert sorted(counting.texts) == sorted(set(texts) - set(earlier))  # each new text once, no earlier one
+    assert set(vectors) == {sha256_text(t) for t in set(texts) - set(earlier)}
+    assert len(read) >= 3 and all(len(files) == 1 and files[0].endswith("earlier-run-0001.parquet") for files in read)
+    own = [f for f in store.embedding_cache_files(embedder.model_id) if f"{run}-ahead-" in f]
+    assert len(own) >= 3
+    assert set(store.cached_vectors(embedder.model_id, vectors, skip=f"{run}-ahead-")) == set()
+    assert set(store.cached_vectors(embedder.model_id, vectors)) == set(vectors)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import secrets
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -28,8 +29,8 @@ class EmbeddingCache:
         self.store = store
         self.model_id = model_id
 
-    def get(self, shas: Iterable[str]) -> dict[str, np.ndarray]:
-        return self.store.cached_vectors(self.model_id, shas)
+    def get(self, shas: Iterable[str], skip: str | None = None) -> dict[str, np.ndarray]:
+        return self.store.cached_vectors(self.model_id, shas, skip=skip)
 
     def put(self, vectors: dict[str, np.ndarray], shard: str) -> None:
         self.store.add_cached_vectors(self.model_id, shard, vectors)
@@ -183,7 +184,7 @@ def _write_embeddings(store: Store, embedder: Embedder, profile: Profile, docume
     return Outcome(document, "new", summary)
 
 
-# The cache shards a prefetch writes are named ``<run id>-ahead-...``.
+# The cache shards a prefetch writes are named ``<run id>-ahead-<prefetch>-...``.
 AHEAD = "ahead"
 # Texts per cache shard the prefetch writes: what a killed run keeps, and how often it
 # looks whether it was asked to stop.
@@ -223,6 +224,7 @@ class EmbeddingPrefetch:
         self._cache = EmbeddingCache(store, embedder.model_id)
         self._embedder = embedder
         self._run_id = run_id
+        self._shard = f"{run_id}-{AHEAD}-{secrets.token_hex(3)}"  # this thread's shards start so
         self._thread = threading.Thread(target=self._work, name=f"prefetch-{run_id[:8]}", daemon=True)
 
     @classmethod
@@ -331,8 +333,12 @@ class EmbeddingPrefetch:
     def _work(self) -> None:
         try:
             while (part := self._next_part()) is not None:
-                held = self._cache.get(set(part))  # fed texts are not looked up before: an earlier run's
-                fresh = self._cache.embed_missing(self._embedder, part, held, f"{self._run_id}-{AHEAD}")
+                # fed texts are not looked up before: an earlier run's vectors are found
+                # here. The shards this thread wrote are not read again (a text is handed
+                # over once, and what it embedded is in ``vectors``), so a part's look-up
+                # does not grow with the run.
+                held = self._cache.get(set(part), skip=f"{self._shard}-")
+                fresh = self._cache.embed_missing(self._embedder, part, held, self._shard)
                 with self._changed:
                     self.vectors.update(fresh)
         except BaseException as exc:  # the step embeds what is missing; the error is logged there
