@@ -170,6 +170,7 @@ class LayoutRegion:
 # One encoder for every layout (json.dumps with options builds a new one per call).
 _LAYOUT_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
 _ROLE_ONLY: dict[str, str] = {}  # role -> the JSON of a layout that is only that role
+_ROLE_ONLY_PARSED: dict[str, Layout] = {}  # and back: such a JSON -> its layout
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,13 @@ class Layout:
     def from_json(cls, raw: str | None) -> Layout | None:
         if not raw:
             return None
+        known = _ROLE_ONLY_PARSED.get(raw)
+        if known is not None:
+            return known
         data = json.loads(raw)
+        if len(data) == 1 and "role" in data and len(_ROLE_ONLY_PARSED) < 64:  # a line's or a paragraph's: one shared (frozen) layout per role
+            known = _ROLE_ONLY_PARSED[raw] = cls(role=data["role"])
+            return known
         table = data.get("table")
         return cls(
             role=data["role"],

@@ -61,7 +61,8 @@ def build_chunk_map(
     expand = Expander(profile, embedder, source["path"])
     chunk_map = merge_claims(document, pages, claims, expand=expand)
     relinked = relink([c.piece for c in chunk_map.chunks])
-    chunk_map = replace(chunk_map, chunks=tuple(replace(c, piece=p) for c, p in zip(chunk_map.chunks, relinked)))
+    chunk_map = replace(chunk_map, chunks=tuple(c if p is c.piece else replace(c, piece=p)
+                                                for c, p in zip(chunk_map.chunks, relinked)))
     readers = {p.page: p.reader for p in pages}
     texts = [(c.piece.embed_text or c.piece.text) for c in chunk_map.chunks if not c.piece.is_image]
     token_counts = iter(expand.counts(texts))
@@ -293,10 +294,12 @@ def _words(text: str) -> list[str]:
 def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -> Finding:
     """Each read page's words (as its reader read them) appear in that page's chunks, at
     least COVERAGE_FLOOR of them (chunk text need not rebuild the page text exactly)."""
-    chunk_words: dict[tuple[str, int], set[str]] = {}
+    texts: dict[tuple[str, int], list[str]] = {}
     for row in rows:
         if row.get("text"):
-            chunk_words.setdefault((row["document_id"], row["page"]), set()).update(_words(row["text"]))
+            texts.setdefault((row["document_id"], row["page"]), []).append(row["text"])
+    # a page's chunk texts read as one (a space between them splits no word): one call a page
+    chunk_words = {key: set(_words(" ".join(parts))) for key, parts in texts.items()}
     low = []
     for page in pages:
         words = _words(page["text"])
