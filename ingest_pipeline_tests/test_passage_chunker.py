@@ -186,3 +186,36 @@ def test_a_table_part_keeps_its_numbers_in_the_text_and_leaves_them_out_of_the_e
         rows = part.text.split("\n")[1:]
         assert all(row.endswith(".00") for row in rows)
         assert part.embed_text == "\n".join(["Quarter Revenue"] + ["quarter of the fiscal year"] * len(rows))
+
+
+def _short_pages(w: PdfWriter, numbers: list[str], label: str | None = None):
+    """Pages whose printed number follows their one paragraph mid-page (outside the margins
+    running-line detection looks at); ``label`` ends the first page instead, lower down."""
+    for k, number in enumerate(numbers):
+        page = w.page()
+        page.text(72, 660, f"{FILLER} in {('spring', 'summer', 'autumn', 'winter', 'the end')[k]}.", 10)
+        page.text(300, 350, number, 10)
+        if label and k == 0:
+            page.text(120, 200, label, 10)
+
+
+def test_a_printed_page_number_mid_page_is_left_out_like_a_running_footer():
+    w = PdfWriter()
+    _short_pages(w, ["7", "8", "9", "10"])
+    answer = _passages(w.to_bytes())
+    for page in answer:
+        (piece,) = page.pieces
+        assert piece.text.startswith(FILLER) and not piece.text.rstrip().endswith(("7", "8", "9", "10"))
+        assert [(o["role"], o["text"]) for o in piece.meta["left_out"]] == [("page_footer", str(page.page + 6))]
+    kept = _passages(w.to_bytes(), page_numbers=True)
+    assert [p.pieces[-1].text.split("\n")[-1] for p in kept] == ["7", "8", "9", "10"]
+
+
+def test_a_lone_number_that_does_not_count_pages_stays_in_the_text():
+    w = PdfWriter()
+    _short_pages(w, ["4", "x", "31", "2"], label="2")  # no series: not three pages at one offset
+    w.page().text(72, 720, "iv", 10)
+    answer = _passages(w.to_bytes())
+    texts = ["\n".join(p.text for p in page.pieces) for page in answer]
+    assert texts[0].endswith("4\n2") and texts[1].endswith("x") and texts[2].endswith("31")
+    assert all(o["role"] != "page_footer" for page in answer for p in page.pieces for o in p.meta.get("left_out", []))

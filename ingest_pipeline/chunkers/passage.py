@@ -64,6 +64,10 @@ class PassageConfig(ChunkerConfig):
     embed_headings: int = Field(default=1, ge=0, le=3,
                                 description="how many of the nearest headings of the path (it keeps three) lead the "
                                             "embedding text; the chunk's header_path keeps them all")
+    page_numbers: bool = Field(default=False,
+                               description="keep a lone page number (7, F-36, Page 7 of 90, iv) that is a page's "
+                                           "lowest or highest line wherever it sits; by default it is left out like a "
+                                           "running footer when at least three pages end or start with one")
     embed_numbers: bool = Field(default=False,
                                 description="keep standalone numbers and the signs around them ($ 1,234 (5.6) %) in "
                                             "the embedding text; years are kept either way, and the chunk's text "
@@ -377,6 +381,42 @@ def pdf_regions(lines, frame, running: set[int], grids, weights: Sequence[int], 
     return regions, left_out
 
 
+_PAGE_NUMBER = re.compile(r"(?:page\s+)?([A-Z]{1,2}\s?[-\u2013]\s?)?(\d{1,3})(?:\s+of\s+\d{1,4})?", re.IGNORECASE)
+_ROMAN = re.compile(r"[ivxlc]{1,7}", re.IGNORECASE)
+_ROMAN_VALUES = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}
+
+
+def _printed_number(text: str) -> tuple[str, int] | None:
+    """(series, value) of a line that is only a page number: "7", "F-36", "Page 7 of 90",
+    "iv"; None for any other line."""
+    text = text.strip()
+    found = _PAGE_NUMBER.fullmatch(text)
+    if found:
+        return ((found.group(1) or "").upper().replace(" ", "").replace("\u2013", "-"), int(found.group(2)))
+    if _ROMAN.fullmatch(text):
+        values = [_ROMAN_VALUES[c] for c in text.lower()]
+        return "roman", sum(-v if i + 1 < len(values) and v < values[i + 1] else v for i, v in enumerate(values))
+    return None
+
+
+def page_number_lines(pages_lines: Sequence[Sequence], numbers: Sequence[int]) -> set[tuple[int, int]]:
+    """(page index, line index) of printed page numbers that running-line detection misses
+    because they sit outside the page margins (right after a short page's last paragraph,
+    say): a page's lowest or highest upright line that is only a number, where at least
+    three pages print numbers of the same series at the same offset from their page
+    number (``numbers``), so a figure's axis label or a lone table value does not count."""
+    series: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for p, (lines, number) in enumerate(zip(pages_lines, numbers)):
+        upright = [(i, ln) for i, ln in enumerate(lines) if ln.direction == 0]
+        if not upright:
+            continue
+        for i in {min(upright, key=lambda t: t[1].y0)[0], max(upright, key=lambda t: t[1].y1)[0]}:
+            printed = _printed_number(lines[i].text)
+            if printed is not None:
+                series.setdefault((printed[0], printed[1] - number), []).append((p, i))
+    return {hit for hits in series.values() if len({p for p, _ in hits}) >= 3 for hit in hits}
+
+
 def ocr_regions(pieces: Sequence[ChunkPiece], heading_size: float, words: int) -> tuple[list[Region], list[dict]]:
     """An OCR-read page's regions from lines@2's paragraphs (its role says heading by size)."""
     regions, left_out = [], []
@@ -460,6 +500,8 @@ class PdfPassagesChunker(BaseChunker):
                     laid_out.append((po, None, None, None, None))  # OCR-read: lines@2's groups
         text_pages = [x for x in laid_out if x[1] is not None]
         marks = running_lines([x[1] for x in text_pages], [x[2].height for x in text_pages])
+        if not self.config.page_numbers:
+            marks |= page_number_lines([x[1] for x in text_pages], [x[0].page for x in text_pages])
         running: dict[int, set[int]] = {}
         for p, i in marks:
             running.setdefault(text_pages[p][0].page, set()).add(i)
