@@ -164,28 +164,33 @@ def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PassageCo
     current: list[tuple[str, BBox | None, str]] = []  # (text, box, role)
     own: set[str] = set()  # the open passage's headings, as the outline holds them
     used = 0
+    led = -1  # tokens of the prefix; -1 once the outline or ``own`` changed
 
     def prefix() -> tuple[str, ...]:
         # headings the passage itself starts with are in its text, not in its prefix
         return _nearest(tuple(p for p in outline.path if p not in own), config)
 
     def room() -> int:
-        return config.max_tokens - _SPECIALS - _prefix_tokens(prefix()) - used
+        nonlocal led
+        if led < 0:
+            led = _prefix_tokens(prefix())
+        return config.max_tokens - _SPECIALS - led - used
 
     def add(text: str, box: BBox | None, role: str, tokens: int) -> None:
-        nonlocal used
+        nonlocal used, led
         current.append((text, box, role))
         if role == "heading":
             own.add(" ".join(text.split())[:120])
+            led = -1
         used += tokens
 
     def flush() -> None:
-        nonlocal used
+        nonlocal used, led
         if current:
             passages.append(_passage(current, outline.path, prefix(), config))
         current.clear()
         own.clear()
-        used = 0
+        used, led = 0, -1
 
     for region in regions:
         if region.piece is not None:  # a table: a passage of its own, split between rows to fit
@@ -196,6 +201,7 @@ def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PassageCo
             if any(role != "heading" for _, _, role in current):
                 flush()
             outline.enter(region.heading_level, region.text)  # headings in a row stay together
+            led = -1
         if current and region.tokens > room():
             flush()
         if region.tokens > room():  # too long alone: pack its lines; cut a line too long alone
