@@ -219,7 +219,8 @@ class Layout:
         if known is not None:
             return known
         data = json.loads(raw)
-        if len(data) == 1 and "role" in data and len(_ROLE_ONLY_PARSED) < 64:  # a line's or a paragraph's: one shared (frozen) layout per role
+        if len(data) == 1 and "role" in data and len(_ROLE_ONLY_PARSED) < 64:
+            # a line's or a paragraph's layout: one shared (frozen) layout per role
             known = _ROLE_ONLY_PARSED[raw] = cls(role=data["role"])
             return known
         table = data.get("table")

@@ -67,7 +67,8 @@ class PassageConfig(ChunkerConfig):
     page_numbers: bool = Field(default=False,
                                description="keep a lone page number (7, F-36, Page 7 of 90, iv) that is a page's "
                                            "lowest or highest line wherever it sits; by default it is left out like a "
-                                           "running footer when at least three pages end or start with one")
+                                           "running footer when three pages print numbers of one series at "
+                                           "one offset from their page number")
     embed_numbers: bool = Field(default=False,
                                 description="keep standalone numbers and the signs around them ($ 1,234 (5.6) %) in "
                                             "the embedding text; years are kept either way, and the chunk's text "
@@ -387,42 +388,6 @@ def pdf_regions(lines, frame, running: set[int], grids, weights: Sequence[int], 
     return regions, left_out
 
 
-_PAGE_NUMBER = re.compile(r"(?:page\s+)?([A-Z]{1,2}\s?[-\u2013]\s?)?(\d{1,3})(?:\s+of\s+\d{1,4})?", re.IGNORECASE)
-_ROMAN = re.compile(r"[ivxlc]{1,7}", re.IGNORECASE)
-_ROMAN_VALUES = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}
-
-
-def _printed_number(text: str) -> tuple[str, int] | None:
-    """(series, value) of a line that is only a page number: "7", "F-36", "Page 7 of 90",
-    "iv"; None for any other line."""
-    text = text.strip()
-    found = _PAGE_NUMBER.fullmatch(text)
-    if found:
-        return ((found.group(1) or "").upper().replace(" ", "").replace("\u2013", "-"), int(found.group(2)))
-    if _ROMAN.fullmatch(text):
-        values = [_ROMAN_VALUES[c] for c in text.lower()]
-        return "roman", sum(-v if i + 1 < len(values) and v < values[i + 1] else v for i, v in enumerate(values))
-    return None
-
-
-def page_number_lines(pages_lines: Sequence[Sequence], numbers: Sequence[int]) -> set[tuple[int, int]]:
-    """(page index, line index) of printed page numbers that running-line detection misses
-    because they sit outside the page margins (right after a short page's last paragraph,
-    say): a page's lowest or highest upright line that is only a number, where at least
-    three pages print numbers of the same series at the same offset from their page
-    number (``numbers``), so a figure's axis label or a lone table value does not count."""
-    series: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    for p, (lines, number) in enumerate(zip(pages_lines, numbers)):
-        upright = [(i, ln) for i, ln in enumerate(lines) if ln.direction == 0]
-        if not upright:
-            continue
-        for i in {min(upright, key=lambda t: t[1].y0)[0], max(upright, key=lambda t: t[1].y1)[0]}:
-            printed = _printed_number(lines[i].text)
-            if printed is not None:
-                series.setdefault((printed[0], printed[1] - number), []).append((p, i))
-    return {hit for hits in series.values() if len({p for p, _ in hits}) >= 3 for hit in hits}
-
-
 def ocr_regions(pieces: Sequence[ChunkPiece], heading_size: float, words: int) -> tuple[list[Region], list[dict]]:
     """An OCR-read page's regions from lines@2's paragraphs (its role says heading by size)."""
     regions, left_out = [], []
@@ -482,7 +447,7 @@ class PdfPassagesChunker(BaseChunker):
     def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
         from ingest_pipeline.chunkers.lines import LineParagraphsChunker
         from ingest_pipeline.chunkers.pdf import PdfTablesChunker, opened_pdf
-        from ingest_pipeline.layout.paragraphs import running_lines
+        from ingest_pipeline.layout.paragraphs import page_number_lines, running_lines
 
         if not pages:
             return ()

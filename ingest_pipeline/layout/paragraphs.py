@@ -1,5 +1,6 @@
 """Lines in reading order grouped into paragraphs; running headers and footers found
-across pages (shared by pdf@2, pdf@3 and lines@2)."""
+across pages (shared by pdf@2, pdf@3 and lines@2); printed page numbers anywhere on a
+page (pdf@4)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,45 @@ def running_lines(pages_lines: Sequence[Sequence[Line]], heights: Sequence[float
         if len({p for p, _ in hits}) >= 3:
             found.update(hits)
     return found
+
+
+_PAGE_NUMBER = re.compile(r"(?:page\s+)?([A-Z]{1,2}\s?[-\u2013]\s?)?(\d{1,3})(?:\s+of\s+\d{1,4})?",
+                          re.IGNORECASE)
+_ROMAN = re.compile(r"[ivxlc]{1,7}", re.IGNORECASE)
+_ROMAN_VALUES = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}
+
+
+def _printed_number(text: str) -> tuple[str, int] | None:
+    """(series, value) of a line that is only a page number: "7", "F-36", "Page 7 of 90",
+    "iv"; None for any other line."""
+    text = text.strip()
+    found = _PAGE_NUMBER.fullmatch(text)
+    if found:
+        return ((found.group(1) or "").upper().replace(" ", "").replace("\u2013", "-"), int(found.group(2)))
+    if _ROMAN.fullmatch(text):
+        values = [_ROMAN_VALUES[c] for c in text.lower()]
+        # a numeral before a larger one subtracts: "iv" is 4, "xiv" 14
+        return "roman", sum(-v if i + 1 < len(values) and v < values[i + 1] else v
+                            for i, v in enumerate(values))
+    return None
+
+
+def page_number_lines(pages_lines: Sequence[Sequence[Line]], numbers: Sequence[int]) -> set[tuple[int, int]]:
+    """(page index, line index) of printed page numbers that ``running_lines`` misses
+    because they sit outside the page margins (right after a short page's last paragraph,
+    say): a page's lowest or highest upright line that is only a number, where at least
+    three pages print numbers of the same series at the same offset from their page
+    number (``numbers``), so a figure's axis label or a lone table value does not count."""
+    series: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for p, (lines, number) in enumerate(zip(pages_lines, numbers)):
+        upright = [(i, ln) for i, ln in enumerate(lines) if ln.direction == 0]
+        if not upright:
+            continue
+        for i in {min(upright, key=lambda t: t[1].y0)[0], max(upright, key=lambda t: t[1].y1)[0]}:
+            printed = _printed_number(lines[i].text)
+            if printed is not None:
+                series.setdefault((printed[0], printed[1] - number), []).append((p, i))
+    return {hit for hits in series.values() if len({p for p, _ in hits}) >= 3 for hit in hits}
 
 
 def paragraphs(lines: Sequence[Line], height: float, running: set[int] = frozenset()) -> list[Paragraph]:
