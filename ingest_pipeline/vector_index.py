@@ -15,6 +15,26 @@ import pyarrow as pa
 from ingest_pipeline.tables import BBOX
 
 _PROCESS_LOCK = threading.Lock()
+_CLIENT_LOADING: list[threading.Thread] = []
+
+
+def load_client_ahead() -> None:
+    """Import the LanceDB client on a thread of its own, once per process: its import takes
+    about two seconds, which a run that embeds spends while the model works rather than
+    after it, when writing the rows is all that is left to do."""
+    with _PROCESS_LOCK:
+        if _CLIENT_LOADING:
+            return
+        thread = threading.Thread(target=_import_client, name="lancedb-import", daemon=True)
+        _CLIENT_LOADING.append(thread)
+    thread.start()
+
+
+def _import_client() -> None:
+    try:
+        import lancedb  # noqa: F401 - loaded now, used by the run's LanceDB step
+    except Exception:  # noqa: BLE001 - the step imports it again and says what is wrong
+        pass
 SEARCH_MODES = ("vector", "text", "hybrid")
 KEYWORD_COLUMN = "search_text"  # the column the full-text index covers
 

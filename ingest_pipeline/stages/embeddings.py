@@ -18,6 +18,7 @@ from ingest_pipeline.identity import canonical_json, sha256_text
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.common import STAGE_VERSIONS, UNCHANGED, Outcome, clear_error, fingerprint_of, record_error
 from ingest_pipeline.store import Store
+from ingest_pipeline.vector_index import load_client_ahead
 
 
 class EmbeddingCache:
@@ -235,6 +236,7 @@ class EmbeddingPrefetch:
                 old = prefetch
                 prefetch = cls._running[(run_id, profile)] = cls(store, embedder, run_id)
                 prefetch._thread.start()
+                load_client_ahead()  # the run writes LanceDB rows once the model is done
             else:
                 old = None
         if old:
