@@ -220,9 +220,10 @@ class Store:
     def claim_meta(self, chunker_asset: str, document: str) -> Meta | None:
         return self.lake.meta("claims", chunker_asset, document)
 
-    def write_claim(self, chunker_asset: str, document: str, rows: list[dict[str, Any]], meta: Meta) -> None:
-        self.lake.write("claims", (chunker_asset, document), pa.Table.from_pylist(rows, schema=tables.CLAIMS),
-                        meta=meta)
+    def write_claim(self, chunker_asset: str, document: str, rows: pa.Table | list[dict[str, Any]],
+                    meta: Meta) -> None:
+        table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=tables.CLAIMS)
+        self.lake.write("claims", (chunker_asset, document), table, meta=meta)
 
     def claim(self, chunker_asset: str, document: str, pages: Iterable[int] | None = None,
               meta: Meta | None = None) -> tuple[Meta, dict[int, list[ChunkPiece]]] | None:
@@ -283,9 +284,10 @@ class Store:
     def embeddings_meta(self, profile: str, document: str) -> Meta | None:
         return self.lake.meta("embeddings", profile, document)
 
-    def write_embeddings(self, profile: str, document: str, rows: list[dict[str, Any]], meta: Meta) -> None:
-        self.lake.write("embeddings", (profile, document), pa.Table.from_pylist(rows, schema=tables.EMBEDDINGS),
-                        meta=meta)
+    def write_embeddings(self, profile: str, document: str, rows: pa.Table | list[dict[str, Any]],
+                         meta: Meta) -> None:
+        table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=tables.EMBEDDINGS)
+        self.lake.write("embeddings", (profile, document), table, meta=meta)
 
     # ------------------------------------------------------------ the embedding cache
 

@@ -9,7 +9,7 @@ from ingest_pipeline.documents import collect
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import load_settings
 from ingest_pipeline.store import Store
-from ingest_pipeline_tests.conftest import CORPUS, requires_corpus, write
+from ingest_pipeline_tests.conftest import CORPUS, pdf_bytes, requires_corpus, write
 
 
 class PdfOnly(BaseChunker):
@@ -224,3 +224,98 @@ def test_the_served_embedding_texts_name_the_document_as_its_first_page_does(dat
     assert with_named_title("acme widgets corp. annual report 2022", pieces) == "acme widgets corp. annual report 2022"
     assert with_named_title("2022 Q3 ACME", pieces) == "2022 Q3 ACME (Acme Widgets Corp.)"
     assert with_named_title("2022 Q3 ACME", []) == "2022 Q3 ACME"
+
+
+def _two_page_report() -> bytes:
+    from ingest_pipeline_tests.pdf_writer import PdfWriter
+
+    w = PdfWriter()
+    cover = w.page()
+    cover.text(72, 740, "Annual Report", 24)
+    for i in range(6):
+        cover.text(72, 690 - 16 * i, f"Operating income grew in region {i} on higher prices and volumes.", 10)
+    second = w.page()
+    second.text(72, 740, "Liquidity", 16)
+    for i in range(4):
+        second.text(72, 700 - 16 * i, f"Cash from operations covered capital spending in quarter {i + 1}.", 10)
+    return w.to_bytes()
+
+
+def test_a_claim_the_parse_worker_hands_back_is_the_claim_the_chunker_answered(data_dir):
+    """The worker turns a chunker's answer into the claim's rows itself and sends back one
+    Arrow table: the stored pieces are the chunker's own answer (asked here, in the test's
+    process), the claim's content hash is the one its rows give, and the pieces a served
+    version keeps for the model are the stored ones."""
+    from ingest_pipeline.contract import SourceBytes
+    from ingest_pipeline.isolation import ParseWorker
+    from ingest_pipeline.stages.claims import _claim_content
+    from ingest_pipeline.store import piece_row
+
+    write(data_dir / "sources" / "report.pdf", _two_page_report())
+    p, doc, _served = _one_document_read(data_dir)
+    pages = p.store.pages(doc)
+    worker = ParseWorker(60.0, None)
+    try:
+        for ref in ("pdf@1", "pdf@4"):
+            chunker = p.registry.get(ref)
+            info = p.registry.info(chunker)
+            outcome = stages.run_chunker(p.settings, p.store, chunker, info, doc, "run", worker, keep_pieces=True)
+            assert outcome.status == "new" and outcome.detail["pieces"] > 0
+            meta, by_page = p.store.claim(info.asset_name, doc)
+            source = (data_dir / "sources" / "report.pdf").read_bytes()
+            answer = chunker.chunk(SourceBytes(source, None), "application/pdf", pages)
+            assert {a.page: list(a.pieces) for a in answer} == by_page, ref
+            stored = [piece for page in sorted(by_page) for piece in by_page[page]]
+            assert outcome.kept["pieces"] == stored, ref
+            rows = [{"page": a.page, "piece": n, **piece_row(piece)}
+                    for a in answer for n, piece in enumerate(a.pieces)]
+            assert meta["content"] == _claim_content(rows, sorted(by_page), None, info.ref, info.config_hash), ref
+            assert meta["claimed_pages"] == [1, 2] and meta["summary"]["pieces"] == len(rows), ref
+    finally:
+        worker.close()
+
+
+def test_the_version_that_feeds_the_model_takes_the_shortest_documents_first(data_dir):
+    from ingest_pipeline.assets.chunks import _shortest_first
+
+    write(data_dir / "sources" / "a-long.pdf", pdf_bytes([["one"], ["two"], ["three"]]))
+    write(data_dir / "sources" / "b-short.pdf", _two_page_report())
+    write(data_dir / "sources" / "c-shortest.pdf", pdf_bytes([["only page"]]))
+    settings = load_settings(data_dir)
+    store = Store.at(settings.lake_root)
+    entries = collect(settings, [settings.source_root])
+    store.save_inventory(entries)
+    by_name = {e.path.rsplit("/", 1)[-1]: e.document_id for e in entries}
+    for doc in by_name.values():
+        stages.observe_source(settings, store, doc, "run")
+        stages.read_document(settings, store, doc, "run")
+    keys = [by_name["a-long.pdf"], by_name["b-short.pdf"], by_name["c-shortest.pdf"]]
+    assert _shortest_first(store, keys) == keys[::-1]
+
+
+def test_the_served_rows_carry_the_vectors_the_model_gave_their_texts(data_dir):
+    """The embeddings file and the LanceDB rows get each chunk's vector as an Arrow block
+    (no Python list per row): every row's vector is the model's for its embedding text,
+    the same in both, and an image chunk's row has none."""
+    import numpy as np
+
+    write(data_dir / "sources" / "report.pdf", _two_page_report())
+    p, doc, served = _one_document_read(data_dir)
+    for ref in p.registry.order_for(served.chunkers):
+        stages.run_chunker(p.settings, p.store, ref, p.registry.info(ref), doc, "run")
+    assert stages.build_chunk_map(p.store, p.registry, served, p.embedder, doc, "run").status == "new"
+    (outcome,) = stages.embed_documents(p.store, p.embedder, served, [doc], "run")
+    assert outcome.status == "new" and outcome.detail["images_without_vector"] == 0
+    assert stages.index_document(p.store, p.index, served, doc, "run").status == "new"
+
+    chunks = {r["chunk_id"]: r for r in p.store.chunk_rows(served.name, doc)}
+    stored = p.store.embeddings(served.name, doc).to_pylist()
+    assert sorted(r["chunk_id"] for r in stored) == sorted(chunks) and len(chunks) >= 2
+    served_rows = p.index.open(served.name).to_arrow().to_pylist()
+    assert sorted(r["chunk_id"] for r in served_rows) == sorted(chunks)
+    by_id = {r["chunk_id"]: r["vector"] for r in served_rows}
+    texts = [chunks[r["chunk_id"]]["embed_text"] or chunks[r["chunk_id"]]["text"] for r in stored]
+    model = p.embedder.embed(texts)
+    for row, expected in zip(stored, model):
+        assert np.allclose(row["vector"], expected, atol=1e-6), row["chunk_id"]
+        assert np.array_equal(np.asarray(by_id[row["chunk_id"]], np.float32), np.asarray(row["vector"], np.float32))

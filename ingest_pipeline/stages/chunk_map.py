@@ -5,10 +5,8 @@ checks as findings, and a page picture with the chunk boxes drawn."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -293,15 +291,6 @@ def _words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
-@functools.lru_cache(maxsize=4096)
-def _page_words(text: str) -> tuple[tuple[tuple[str, int], ...], int]:
-    """A page text's distinct words with their counts, and its number of words: every
-    profile's chunk map checks the same pages against its own chunks, so a batch's pages
-    are split into words once (a batch of filings holds about 3,000 pages)."""
-    words = _words(text)
-    return tuple(Counter(words).items()), len(words)
-
-
 def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -> Finding:
     """Each read page's words (as its reader read them) appear in that page's chunks, at
     least COVERAGE_FLOOR of them (chunk text need not rebuild the page text exactly)."""
@@ -313,11 +302,11 @@ def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -
     chunk_words = {key: set(_words(" ".join(parts))) for key, parts in texts.items()}
     low = []
     for page in pages:
-        counted, total = _page_words(page["text"])
-        if not total:
+        words = _words(page["text"])
+        if not words:
             continue
         have = chunk_words.get((page["document_id"], page["page"]), set())
-        share = sum(n for w, n in counted if w in have) / total
+        share = sum(1 for w in words if w in have) / len(words)
         if share < COVERAGE_FLOOR:
             low.append({"document": page["document_id"], "page": page["page"], "covered": round(share, 3)})
     return Finding("page_text_covered", not low, "pages_below_floor", low,

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from ingest_pipeline.contract import PageChunks, PageOutput
+import pyarrow as pa
+
+from ingest_pipeline import tables
+from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 from ingest_pipeline.identity import sha256_bytes, with_reader_settings
 from ingest_pipeline.isolation import ParseWorker
 from ingest_pipeline.lake import as_stored
@@ -44,46 +48,70 @@ def run_chunker(
         return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED}, {"meta": previous})
     content = source_bytes(source)
     error = None
-    checks: list[dict[str, Any]] = []
-    metrics: dict[str, Any] = {}
+    worked: WorkedClaim | None = None
     started = time.perf_counter()
     try:
-        if info.media_types and source["media_type"] not in info.media_types:
-            answer = ()  # not a format it reads: an empty claim, without a worker call
-        else:
-            answer, checks, metrics = (parser.call if parser else direct)(
-                chunk_document, chunker, content, source["media_type"], pages,
-                password_for(source["path"], settings.passwords))
+        if not info.media_types or source["media_type"] in info.media_types:  # else an empty claim, unasked
+            stamp = {"document_id": document, "chunker": info.ref, "config_hash": cfg_hash,
+                     "source_sha256": source["sha256"], "run_id": run_id}
+            worked = (parser.call if parser else direct)(
+                claim_document, chunker, content, source["media_type"], pages,
+                password_for(source["path"], settings.passwords), stamp, info.ref, info.config_hash, keep_pieces)
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         record_error(store, f"chunks/{info.ref}", document, exc, run_id)
-        answer = ()
+        worked = None
     else:
         clear_error(store, f"chunks/{info.ref}", document)
-    rows = []
-    for page_answer in answer:
-        for number, piece in enumerate(page_answer.pieces):
-            rows.append({"document_id": document, "chunker": info.ref, "config_hash": cfg_hash,
-                         "page": page_answer.page, "piece": number, **piece_row(piece),
-                         "source_sha256": source["sha256"], "run_id": run_id})
-    summary = {"pages_claimed": len({a.page for a in answer}), "pieces": len(rows), "config_hash": cfg_hash,
+    if worked is None:
+        worked = WorkedClaim(tables.CLAIMS.empty_table(), [], _claim_content([], [], error, info.ref, info.config_hash))
+    summary = {"pages_claimed": len(worked.pages), "pieces": worked.table.num_rows, "config_hash": cfg_hash,
                "seconds": round(time.perf_counter() - started, 4)}
     meta = {"fingerprint": fingerprint, "chunker": info.ref, "config_hash": cfg_hash,
             "chunker_config_hash": info.config_hash, "reader_settings": reader_identity,
             # the hash the claim had before this one, when it differs: old and new side by side
             "previous_config_hash": (previous.get("config_hash") if previous and previous.get("config_hash") != cfg_hash
                                      else (previous or {}).get("previous_config_hash")),
-            "claimed_pages": sorted({a.page for a in answer}), "error": error,
-            "content": _claim_content(rows, sorted({a.page for a in answer}), error, info),
-            "summary": summary, "checks": checks, "metrics": metrics}
-    store.write_claim(info.asset_name, document, rows, meta)
+            "claimed_pages": worked.pages, "error": error, "content": worked.content,
+            "summary": summary, "checks": worked.checks, "metrics": worked.metrics}
+    store.write_claim(info.asset_name, document, worked.table, meta)
     kept: dict[str, Any] = {"meta": as_stored(meta)}
     if keep_pieces:
-        kept.update(pieces=[piece for page_answer in answer for piece in page_answer.pieces], path=source["path"])
+        kept.update(pieces=worked.pieces or [], path=source["path"])
     return Outcome(document, "failed" if error else "new", {**summary, **({"error": error} if error else {})}, kept)
 
 
-def _claim_content(rows: list[dict[str, Any]], pages: list[int], error: str | None, info: ChunkerInfo) -> str:
+@dataclass
+class WorkedClaim:
+    """A chunker's answer for a document as the parse worker hands it back: the claim's
+    rows as one Arrow table (pickled whole, where the pieces themselves were pickled and
+    rebuilt one object at a time), the pages it claimed, the hash of what it says, its own
+    checks and metrics, and its pieces only when the caller keeps them."""
+
+    table: pa.Table
+    pages: list[int]
+    content: str
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    pieces: list[ChunkPiece] | None = None
+
+
+def claim_document(chunker: Any, content: bytes, media_type: str, pages: tuple[PageOutput, ...],
+                   password: str | None, stamp: dict[str, Any], ref: str, config_hash: str,
+                   keep_pieces: bool) -> WorkedClaim:
+    """``chunk_document`` in the parse worker, its answer made into the claim's rows there
+    (``stamp``: the columns every row of the claim shares)."""
+    answer, checks, metrics = chunk_document(chunker, content, media_type, pages, password)
+    rows = [{**stamp, "page": page_answer.page, "piece": number, **piece_row(piece)}
+            for page_answer in answer for number, piece in enumerate(page_answer.pieces)]
+    claimed = sorted({a.page for a in answer})
+    return WorkedClaim(pa.Table.from_pylist(rows, schema=tables.CLAIMS), claimed,
+                       _claim_content(rows, claimed, None, ref, config_hash), checks, metrics,
+                       [piece for page_answer in answer for piece in page_answer.pieces] if keep_pieces else None)
+
+
+def _claim_content(rows: list[dict[str, Any]], pages: list[int], error: str | None, ref: str,
+                   config_hash: str) -> str:
     """A hash of what a claim says (not of how it was asked): a chunker that disclaims a
     document says the same thing under any configuration, so the chunk map downstream of
     it stays as it is when only that configuration changes."""
@@ -91,7 +119,7 @@ def _claim_content(rows: list[dict[str, Any]], pages: list[int], error: str | No
                r["bbox_reason"], r["layout"], r["header_path"], r["content_type"], r["embed_text"], r["meta"]]
               for r in rows]
     # Chunk ids hash the config, so a claim with pieces depends on it.
-    return fingerprint_of(info.ref, info.config_hash if rows else None, pages, error, pieces)
+    return fingerprint_of(ref, config_hash if rows else None, pages, error, pieces)
 
 
 def chunk_document(

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ingest_pipeline import tables
 from ingest_pipeline.embedding import Embedder
 from ingest_pipeline.faults import crash_point
 from ingest_pipeline.identity import canonical_json, sha256_text
@@ -167,19 +168,26 @@ def _write_embeddings(store: Store, embedder: Embedder, profile: Profile, docume
                       first_here: set[str], run_id: str) -> Outcome:
     """One document's embeddings file; a text the model embedded for it in this run is
     ``embedded``, one whose vector was already known is ``cached``."""
-    rows = []
+    shas, statuses = [], []
     first_here = set(first_here)
-    for chunk_id, text in texts:
+    for _, text in texts:
         sha = sha256_text(text)
-        status = "embedded" if sha in first_here else "cached"
+        statuses.append("embedded" if sha in first_here else "cached")
         first_here.discard(sha)  # a text repeated in the document is embedded once
-        rows.append({"chunk_id": chunk_id, "profile": profile.name, "document_id": document,
-                     "model": embedder.model_id, "text_sha256": sha, "vector": vectors[sha].tolist(),
-                     "cache": status, "run_id": run_id})
-    embedded = sum(1 for r in rows if r["cache"] == "embedded")
-    summary = {"vectors": len(rows), "embedded": embedded, "cached": len(rows) - embedded,
-               "images_without_vector": sum(1 for i in table.column("image").to_pylist() if i is not None)}
-    store.write_embeddings(profile.name, document, rows, meta={"fingerprint": fingerprint, "summary": summary})
+        shas.append(sha)
+    n = len(shas)
+    embedded = statuses.count("embedded")
+    summary = {"vectors": n, "embedded": embedded, "cached": n - embedded,
+               "images_without_vector": table.num_rows - table.column("image").null_count}
+    # the vectors go to Arrow as one block of floats, not as a Python list per row
+    block = (np.stack([vectors[sha] for sha in shas]) if n else np.zeros((0, embedder.dim))).astype(np.float32)
+    width = block.shape[1]
+    column = pa.ListArray.from_arrays(pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32)),
+                                      pa.array(block.reshape(-1)))
+    data = pa.table({"chunk_id": [c for c, _ in texts], "profile": [profile.name] * n,
+                     "document_id": [document] * n, "model": [embedder.model_id] * n, "text_sha256": shas,
+                     "vector": column, "cache": statuses, "run_id": [run_id] * n}, schema=tables.EMBEDDINGS)
+    store.write_embeddings(profile.name, document, data, meta={"fingerprint": fingerprint, "summary": summary})
     clear_error(store, f"embeddings/{profile.name}", document)
     crash_point("embedding")
     return Outcome(document, "new", summary)

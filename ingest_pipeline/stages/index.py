@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.common import STAGE_VERSIONS, UNCHANGED, Finding, Outcome, UpstreamMissing, fingerprint_of
@@ -34,15 +35,17 @@ def index_document(store: Store, index: VectorIndex, profile: Profile, document:
     if not force and marker and marker.get("fingerprint") == fingerprint and index.count(
             profile.name, document) == marker.get("rows"):
         return Outcome(document, "unchanged", {"rows": marker.get("rows"), **UNCHANGED})
-    by_id = dict(zip(vectors.column("chunk_id").to_pylist(), vectors.column("vector").to_pylist()))
     rows = []
     for row in chunks.drop_columns(["image"]).to_pylist():
         # Image chunks are indexed without a vector until an image embedder is configured:
         # a filter finds them, vector search skips them.
         is_image = row["text"] is None
-        rows.append({**row, "modality": "image" if is_image else "text", "vector": by_id.get(row["chunk_id"]),
-                     "search_text": search_text(row)})
-    data = pa.Table.from_pylist(rows, schema=index_schema(index.dim))
+        rows.append({**row, "modality": "image" if is_image else "text", "search_text": search_text(row)})
+    schema = index_schema(index.dim)
+    data = pa.Table.from_pylist(rows, schema=schema.remove(schema.get_field_index("vector")))
+    # each row's vector (null where it has none) taken over in Arrow, not as a list of floats a row
+    at = pc.index_in(chunks.column("chunk_id"), value_set=vectors.column("chunk_id").combine_chunks())
+    data = data.append_column("vector", vectors.column("vector").take(at).cast(schema.field("vector").type))
     result = index.sync_document(profile.name, document, data)
     shas = set(chunks.column("source_sha256").to_pylist())
     store.write_index_marker(profile.name, document, result["rows"],
