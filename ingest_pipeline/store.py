@@ -54,20 +54,10 @@ def piece_row(piece: ChunkPiece) -> dict[str, Any]:
     }
 
 
-def row_piece(row: Mapping[str, Any]) -> ChunkPiece:
-    """A piece back from its ``claims`` (or ``chunks``) row."""
-    return ChunkPiece(
-        text=row["text"], image=row["image"], bbox=tables.bbox_tuple(row["bbox"]),
-        bbox_reason=row["bbox_reason"], layout=Layout.from_json(row["layout"]),
-        header_path=tuple(row["header_path"] or ()), content_type=row["content_type"],
-        embed_text=row["embed_text"], meta=json.loads(row["meta"]) if row["meta"] else {},
-    )
-
-
 def _claim_pieces(table: pa.Table) -> list[tuple[int, ChunkPiece]]:
-    """A claim table's (page, piece) in (page, piece) order, as ``row_piece`` makes them, built
-    column by column: a claim of pdf@1 holds thousands of lines, and turning each row
-    into a dict first took as long as making the pieces."""
+    """A claim table's (page, piece) pairs in (page, piece) order, the pieces built column by
+    column: a claim of pdf@1 holds thousands of lines, and turning each row into a dict
+    first took as long as making the pieces."""
     table = table.sort_by([("page", "ascending"), ("piece", "ascending")])
     boxes = table.column("bbox").combine_chunks()
     corners = [pc.struct_field(boxes, name).to_pylist() for name in ("x0", "y0", "x1", "y1")]
@@ -220,9 +210,8 @@ class Store:
     def claim_meta(self, chunker_asset: str, document: str) -> Meta | None:
         return self.lake.meta("claims", chunker_asset, document)
 
-    def write_claim(self, chunker_asset: str, document: str, rows: pa.Table | list[dict[str, Any]],
-                    meta: Meta) -> None:
-        table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=tables.CLAIMS)
+    def write_claim(self, chunker_asset: str, document: str, table: pa.Table, meta: Meta) -> None:
+        """Write a claim: its rows as the parse worker made them (schema ``tables.CLAIMS``)."""
         self.lake.write("claims", (chunker_asset, document), table, meta=meta)
 
     def claim(self, chunker_asset: str, document: str, pages: Iterable[int] | None = None,
@@ -284,9 +273,8 @@ class Store:
     def embeddings_meta(self, profile: str, document: str) -> Meta | None:
         return self.lake.meta("embeddings", profile, document)
 
-    def write_embeddings(self, profile: str, document: str, rows: pa.Table | list[dict[str, Any]],
-                         meta: Meta) -> None:
-        table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=tables.EMBEDDINGS)
+    def write_embeddings(self, profile: str, document: str, table: pa.Table, meta: Meta) -> None:
+        """Write a document's vectors (schema ``tables.EMBEDDINGS``)."""
         self.lake.write("embeddings", (profile, document), table, meta=meta)
 
     # ------------------------------------------------------------ the embedding cache

@@ -142,9 +142,3 @@ def bbox_value(bbox) -> dict | None:
         return None
     x0, y0, x1, y1 = bbox
     return {"x0": x0, "y0": y0, "x1": x1, "y1": y1}
-
-
-def bbox_tuple(value) -> tuple[float, float, float, float] | None:
-    if not value:
-        return None
-    return (value["x0"], value["y0"], value["x1"], value["y1"])

@@ -15,19 +15,20 @@ import pyarrow as pa
 from ingest_pipeline.tables import BBOX
 
 _PROCESS_LOCK = threading.Lock()
-_CLIENT_LOADING: list[threading.Thread] = []
+_CLIENT_LOAD = threading.Lock()
+_client_loading = False
 
 
 def load_client_ahead() -> None:
     """Import the LanceDB client on a thread of its own, once per process: its import takes
     about two seconds, which a run that embeds spends while the model works rather than
     after it, when writing the rows is all that is left to do."""
-    with _PROCESS_LOCK:
-        if _CLIENT_LOADING:
+    global _client_loading
+    with _CLIENT_LOAD:
+        if _client_loading:
             return
-        thread = threading.Thread(target=_import_client, name="lancedb-import", daemon=True)
-        _CLIENT_LOADING.append(thread)
-    thread.start()
+        _client_loading = True
+    threading.Thread(target=_import_client, name="lancedb-import", daemon=True).start()
 
 
 def _import_client() -> None:
@@ -35,6 +36,8 @@ def _import_client() -> None:
         import lancedb  # noqa: F401 - loaded now, used by the run's LanceDB step
     except Exception:  # noqa: BLE001 - the step imports it again and says what is wrong
         pass
+
+
 SEARCH_MODES = ("vector", "text", "hybrid")
 KEYWORD_COLUMN = "search_text"  # the column the full-text index covers
 

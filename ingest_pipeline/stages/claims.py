@@ -60,7 +60,6 @@ def run_chunker(
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         record_error(store, f"chunks/{info.ref}", document, exc, run_id)
-        worked = None
     else:
         clear_error(store, f"chunks/{info.ref}", document)
     if worked is None:
