@@ -73,20 +73,12 @@ def render_page_preview(
     if labels is not None and len(labels) != len(boxes):
         raise ValueError(f"{len(labels)} labels for {len(boxes)} boxes")
 
-    key = None
-    if _base_type(media_type) == mt.PDF:
-        if not isinstance(content, (bytes, bytearray, memoryview)):
-            return None
-        key = (hashlib.sha256(content).digest(), page, width_px, password)
-        image = _KEPT.get(key)
-        if image is None:
-            image = _render_pdf_page(content, page, width_px, password)
-            if image is None:
-                return None
-            _KEPT.put(key, image)
-    else:
-        image = _canvas(width_px, aspect)
-    return _encode_with_boxes(image, boxes, labels, key)
+    if _base_type(media_type) != mt.PDF:
+        return _encode_with_boxes(_canvas(width_px, aspect), boxes, labels)
+    if not isinstance(content, (bytes, bytearray, memoryview)):
+        return None
+    key = (hashlib.sha256(content).digest(), page, width_px, password)
+    return _encode_with_boxes(None, boxes, labels, key, lambda: _render_pdf_page(content, page, width_px, password))
 
 
 def page_image(
@@ -213,9 +205,11 @@ def _label_font(size: int):
 
 
 class _Kept(BoundedMemo):
-    """The last rendered pages and their quantized images, by page key (and palette
-    size): a batch's chunk maps draw each document's page once per profile, and the
-    rendering and the quantizing are most of a picture's cost. Given out as copies."""
+    """The last pages' quantized images, by page key and palette size: a batch's chunk
+    maps draw each document's page once per profile, and the rendering and the quantizing
+    are most of a picture's cost. The rendered page itself is not kept: at three times the
+    size of its quantized image, keeping both let a batch of 21 documents push each
+    document's page out before the next profile drew it. Given out as copies."""
 
     LIMIT = 32 * 2**20
 
@@ -234,27 +228,35 @@ class _Kept(BoundedMemo):
 _KEPT = _Kept()
 
 
-def _encode_with_boxes(image, boxes, labels, key: tuple | None = None) -> bytes:
+def _encode_with_boxes(image, boxes, labels, key: tuple | None = None, render=None) -> bytes | None:
     """Quantize ``image``, draw the boxes in exact palette colours and encode as PNG,
-    with fewer colours while the PNG is over the budget (``key`` names a rendered page
-    whose quantized images are kept)."""
+    with fewer colours while the PNG is over the budget. ``key`` names a page whose
+    quantized images are kept; ``image`` is then None and ``render`` draws the page when a
+    palette size is not kept (None when it cannot: no picture)."""
+    from PIL import Image
+
     png = b""
     for colours in PALETTE_STEPS:
-        png = _encode_once(image, boxes, labels, colours, key)
+        quantized = _KEPT.get(key and (*key, colours))
+        if quantized is None:
+            if image is None:
+                image = render()
+                if image is None:
+                    return None
+            quantized = image.quantize(colors=colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+            _KEPT.put(key and (*key, colours), quantized)
+        png = _encode_once(quantized, boxes, labels, colours)
         if len(png) <= PNG_BUDGET:
             break
     return png
 
 
-def _encode_once(image, boxes, labels, colours: int, key: tuple | None = None) -> bytes:
+def _encode_once(quantized, boxes, labels, colours: int) -> bytes:
+    """The boxes drawn on ``quantized`` (a page quantized to ``colours``; drawn on in place), as PNG."""
     import io
 
-    from PIL import Image, ImageDraw
+    from PIL import ImageDraw
 
-    quantized = _KEPT.get(key and (*key, colours))
-    if quantized is None:
-        quantized = image.quantize(colors=colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
-        _KEPT.put(key and (*key, colours), quantized)
     palette = list(quantized.getpalette() or [])[: 3 * colours]
     palette += [0] * (3 * colours - len(palette))
     for rgb in BOX_COLOURS:

@@ -50,11 +50,16 @@ def piece_row(piece: ChunkPiece) -> dict[str, Any]:
         "header_path": list(piece.header_path),
         "content_type": piece.content_type,
         "embed_text": piece.embed_text,
-        "meta": _META_JSON.encode(dict(piece.meta)) if piece.meta else None,
+        "meta": meta_json(piece.meta) if piece.meta else None,
     }
 
 
-def _claim_pieces(table: pa.Table) -> list[tuple[int, ChunkPiece]]:
+def meta_json(meta: Mapping[str, Any]) -> str:
+    """A piece's meta as its ``meta`` column holds it."""
+    return _META_JSON.encode(dict(meta))
+
+
+def claim_pieces(table: pa.Table) -> list[tuple[int, ChunkPiece]]:
     """A claim table's (page, piece) pairs in (page, piece) order, the pieces built column by
     column: a claim of pdf@1 holds thousands of lines, and turning each row into a dict
     first took as long as making the pieces."""
@@ -232,9 +237,13 @@ class Store:
                 page = table.column("page")
                 table = table.filter(pc.is_in(page, value_set=pa.array(sorted(wanted), page.type)))
         if table is not None and table.num_rows:
-            for page, piece in _claim_pieces(table):
+            for page, piece in claim_pieces(table):
                 by_page.setdefault(page, []).append(piece)
         return meta, by_page
+
+    def claim_table(self, chunker_asset: str, document: str) -> pa.Table | None:
+        """A chunker version's stored claim of a document as it is (None if there is none)."""
+        return self.lake.read("claims", chunker_asset, document)
 
     # ------------------------------------------------------------ chunk map (asset chunk_map_<profile>)
 
@@ -249,11 +258,9 @@ class Store:
     def chunk_map_meta(self, profile: str, document: str) -> Meta | None:
         return self.lake.meta("chunks", profile, document)
 
-    def write_chunk_map(self, profile: str, document: str, rows: list[dict[str, Any]], meta: Meta) -> pa.Table:
-        """Write a document's chunk map; returns the table written (the rows as they read back)."""
-        table = pa.Table.from_pylist(rows, schema=tables.CHUNKS)
+    def write_chunk_map(self, profile: str, document: str, table: pa.Table, meta: Meta) -> None:
+        """Write a document's chunk map (a table of ``tables.CHUNKS``)."""
         self.lake.write("chunks", (profile, document), table, meta=meta)
-        return table
 
     def withdraw(self, profile: str, document: str, version: str, at: Any) -> None:
         """Move a document's chunk map and vectors into the lake's history (out of the public

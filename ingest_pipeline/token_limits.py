@@ -20,7 +20,7 @@ memory for one window, not for twenty million characters of token offsets.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,7 +28,7 @@ from ingest_pipeline.contract import ChunkPiece, Layout, TableCell, TableLayout
 
 _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"\n"), re.compile(r"[.!?;:](?=\s)"), re.compile(r"\s"))
 _PIPE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
-_CHK = re.compile(r"^chk_\d+$")
+CHK_ID = re.compile(r"^chk_\d+$")  # a Markdown chunk's own id
 
 Offsets = Callable[[str], list[tuple[int, int]]]
 
@@ -391,35 +391,28 @@ def relink(pieces: list[ChunkPiece]) -> list[ChunkPiece]:
     """After a split: the document's Markdown chunks (``chk_`` ids) numbered anew in
     order, so ids stay unique and sequential and neighbours point at the true next and
     previous chunk. Pieces are returned unchanged when nothing was split."""
-    marked = [i for i, p in enumerate(pieces) if isinstance(p.meta.get("chunk_id"), str) and _CHK.match(p.meta["chunk_id"])]
-    if not any("token_split" in pieces[i].meta for i in marked):
-        return pieces
+    out = list(pieces)
+    for i, meta in relinked_metas([p.meta for p in pieces]).items():
+        out[i] = replace(pieces[i], meta=meta)
+    return out
+
+
+def relinked_metas(metas: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
+    """``relink`` over a document's chunk metas in order: the new meta of each Markdown
+    chunk, by position (none when nothing was split)."""
+    marked = [i for i, m in enumerate(metas) if isinstance(m.get("chunk_id"), str) and CHK_ID.match(m["chunk_id"])]
+    if not any("token_split" in metas[i] for i in marked):
+        return {}
     width = max(6, len(str(len(marked))))
     ids = [f"chk_{n:0{width}d}" for n in range(1, len(marked) + 1)]
-    out = list(pieces)
+    out = {}
     for k, i in enumerate(marked):
-        meta = dict(pieces[i].meta)
+        meta = dict(metas[i])
         meta["chunk_id"] = ids[k]
         if "chunk_index" in meta:
             meta["chunk_index"] = k + 1
         if isinstance(meta.get("neighbors"), dict):
             meta["neighbors"] = {"previous_chunk_id": ids[k - 1] if k else None,
                                  "next_chunk_id": ids[k + 1] if k + 1 < len(ids) else None}
-        out[i] = replace(pieces[i], meta=meta)
+        out[i] = meta
     return out
-
-
-def table_problems(pieces: Sequence[ChunkPiece]) -> list[dict[str, Any]]:
-    """Table pieces whose text does not match their cell grid (lines per row, fields per
-    column, cells inside the grid and apart), as the chunk map holds them after splits."""
-    from ingest_pipeline.chunkers.grid import _grid_problem
-
-    found = []
-    for index, piece in enumerate(pieces):
-        table = piece.layout.table if piece.layout is not None else None
-        if table is None or not piece.text:
-            continue
-        problem = _grid_problem(piece.text, table, bool(piece.meta.get("ragged")))
-        if problem:
-            found.append({"index": index, "problem": problem})
-    return found

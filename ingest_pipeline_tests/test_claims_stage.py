@@ -117,10 +117,10 @@ def _one_document_read(data_dir):
 
 
 def test_a_chunk_map_reads_only_the_claims_that_win_and_tokenizes_each_text_once(data_dir):
-    """Building a chunk map turns into pieces only the pages each claim wins (first in the
-    profile's order) and tokenizes the document's embedding texts in one batch, with no call
-    per piece; the map is the one the merge gives over every claim read whole, each piece cut
-    to the model's limit on its own (as it was built before)."""
+    """Building a chunk map reads only the claims that win a page (first in the profile's
+    order), each once, and tokenizes the document's embedding texts in one batch, with no
+    call per piece; the map is the one the merge gives over every claim read whole as
+    pieces, each piece cut to the model's limit on its own (as it was built before)."""
     from dataclasses import replace
 
     from ingest_pipeline.contract import PageChunks
@@ -135,11 +135,11 @@ def test_a_chunk_map_reads_only_the_claims_that_win_and_tokenizes_each_text_once
     order = [p.registry.info(c) for c in p.registry.order_for(served.chunkers)]
 
     read, calls = [], {"offsets": 0, "counts": 0}
-    real_claim = p.store.claim
+    real_claim_table = p.store.claim_table
 
-    def claim(asset, document, pages=None, meta=None):
-        read.append((asset, None if pages is None else sorted(pages)))
-        return real_claim(asset, document, pages=pages, meta=meta)
+    def claim_table(asset, document):
+        read.append(asset)
+        return real_claim_table(asset, document)
 
     class Counting:
         def __init__(self, inner):
@@ -156,18 +156,17 @@ def test_a_chunk_map_reads_only_the_claims_that_win_and_tokenizes_each_text_once
             calls["counts"] += 1
             return self.inner.count_tokens(texts)
 
-    p.store.claim = claim
+    p.store.claim_table = claim_table
     outcome = stages.build_chunk_map(p.store, p.registry, served, Counting(p.embedder), doc, "run", force=True)
     assert outcome.status == "new"
     rows = p.store.chunk_rows(served.name, doc)
     winners = {r["chunker"] for r in rows}
-    assert {a for a, _ in read} == {i.asset_name for i in order if i.ref in winners}
-    pages_read = [page for _, pages in read for page in pages]
-    assert sorted(pages_read) == sorted({r["page"] for r in rows}) and len(pages_read) == len(set(pages_read))
+    assert len(order) > len(winners)  # some versions win nothing here: they are not read
+    assert sorted(read) == sorted(i.asset_name for i in order if i.ref in winners)
     assert calls["offsets"] < len(rows) and calls["counts"] <= 2  # no call per piece
 
     # the same map from every claim read whole, each piece cut to the limit on its own
-    p.store.claim = real_claim
+    p.store.claim_table = real_claim_table
     claims = []
     for info in order:
         meta, by_page = p.store.claim(info.asset_name, doc)

@@ -70,6 +70,35 @@ def test_the_coverage_check_flags_a_page_whose_words_are_missing():
     result = page_text_check(pages, partial)
     assert not result.passed and result.metadata["count"].value == 1
 
+    # a page's words counted with their repeats: a word said twice on the page counts twice
+    from ingest_pipeline.stages.chunk_map import page_text_finding
+
+    repeated = [{"document_id": "d", "page": 1, "text": "alpha alpha alpha beta"}]
+    assert page_text_finding(repeated, [{"document_id": "d", "page": 1, "text": "beta"}]).rows[0]["covered"] == 0.25
+
+
+def test_the_coverage_check_reads_words_as_lowering_them_one_by_one_would():
+    """The check lowers a page's text whole (one call) only where that gives the words
+    lowering each found word would: not across a capital sigma (its lower case depends on
+    the letter after it) nor a dotted capital I (it lowers to two characters)."""
+    import re
+    import sys
+
+    from ingest_pipeline.stages.chunk_map import _WORD, _words
+
+    samples = ["ΟΔΟΣ'Α and ΟΔΟΣ", "ΣΑΣ.Σ", "İstanbul İİ", "Straße STRASSE", "Ǆemal ǅ", "naïve CAFÉ", "Plain Words"]
+    for text in samples:
+        assert _words(text) == [w.lower() for w in _WORD.findall(text)], text
+    # what the whole-text shortcut rests on: a character that lowers to one character
+    # keeps being, or not being, a word character
+    word = re.compile(r"\w")
+    for point in range(sys.maxunicode + 1):
+        if 0xD800 <= point <= 0xDFFF:
+            continue
+        char = chr(point)
+        lowered = char.lower()
+        assert len(lowered) != 1 or bool(word.match(char)) == bool(word.match(lowered)), hex(point)
+
 
 # ---------------------------------------------------------------- long tables from every table chunker
 

@@ -6,17 +6,26 @@ checks as findings, and a page picture with the chunk boxes drawn."""
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import re
-from collections.abc import Sequence
-from dataclasses import replace
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingest_pipeline import tables
 
 from ingest_pipeline.contract import ChunkPiece, ContractError, Layout, PageOutput, validate_bbox
 from ingest_pipeline.embedding import Embedder
 from ingest_pipeline.faults import crash_point
 from ingest_pipeline.memo import BoundedMemo
 from ingest_pipeline.merge import merge_claims
-from ingest_pipeline.registry import ChunkerRegistry
+from ingest_pipeline.identity import chunk_id
+from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.claims import claim_content, claim_metas, load_winning_claims
 from ingest_pipeline.stages.common import (
@@ -24,8 +33,10 @@ from ingest_pipeline.stages.common import (
 )
 from ingest_pipeline.stages.pages import load_pages
 from ingest_pipeline.stages.sources import load_source, source_bytes
-from ingest_pipeline.store import Store, piece_row
-from ingest_pipeline.token_limits import bounded_counts, relink, split_to_limit, table_problems
+from ingest_pipeline.store import Store, claim_pieces, meta_json, piece_row
+from ingest_pipeline.token_limits import bounded_counts, relink, relinked_metas, split_to_limit
+
+log = logging.getLogger(__name__)
 
 def empty_reason(store: Store, profile: str, document: str) -> str | None:
     """Why a document has zero chunks in a profile's chunk map, when that is a success."""
@@ -57,36 +68,13 @@ def build_chunk_map(
         if previous.get("no_chunks") and not previous.get("empty"):
             raise NoChunks(previous["no_chunks"])
         return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED})
-    claims = load_winning_claims(store, order, metas, document, pages)
     expand = Expander(profile, embedder, source["path"])
-    chunk_map = merge_claims(document, pages, claims, expand=expand)
-    relinked = relink([c.piece for c in chunk_map.chunks])
-    chunk_map = replace(chunk_map, chunks=tuple(c if p is c.piece else replace(c, piece=p)
-                                                for c, p in zip(chunk_map.chunks, relinked)))
-    readers = {p.page: p.reader for p in pages}
-    texts = [(c.piece.embed_text or c.piece.text) for c in chunk_map.chunks if not c.piece.is_image]
-    token_counts = iter(expand.counts(texts))
-    rows = []
-    for chunk in chunk_map.chunks:
-        piece = chunk.piece
-        rows.append({
-            "chunk_id": chunk.chunk_id, "label": chunk.label, "profile": profile.name, "document_id": document,
-            "path": source["path"], "page": chunk.page, "index": chunk.index, **piece_row(piece),
-            "chars": len(piece.text) if piece.text else 0,
-            "tokens": None if piece.is_image else next(token_counts),
-            "chunker": chunk.chunker, "config_hash": chunk.config_hash, "reader": readers.get(chunk.page),
-            "source_sha256": source["sha256"], "run_id": run_id,
-        })
-    by_chunker: dict[str, int] = {}
-    for chunk in chunk_map.chunks:
-        by_chunker[chunk.chunker] = by_chunker.get(chunk.chunker, 0) + 1
-    grid_problems = table_problems([c.piece for c in chunk_map.chunks])
-    summary = {"chunks": len(rows), "by_chunker": by_chunker, "dropped": chunk_map.dropped,
-               "failed_chunkers": [c.chunker for c in claims if c.error],
-               "split_parts": sum(1 for c in chunk_map.chunks if "token_split" in c.piece.meta),
-               "table_grid_problems": [{"label": chunk_map.chunks[p["index"]].label, "problem": p["problem"]}
-                                       for p in grid_problems][:20]}
-    no_chunks = None if rows else _why_no_chunks(pages, summary)
+    # None for a claim stored without today's columns: then the pieces' way
+    merged = (merge_claim_tables(store, order, metas, document, pages, expand)
+              or _merged_by_pieces(store, order, metas, document, pages, expand))
+    written = _chunk_table(merged.table, document, source, profile.name, run_id, pages, expand)
+    summary = _summary(merged, written)
+    no_chunks = None if written.num_rows else _why_no_chunks(pages, summary)
     # Nothing to chunk is not an error (SPEC F06) when every page read and no chunker
     # raised: a blank file, blank pages, Markdown whose only content is skipped. Pages that
     # failed or chunkers that raised leave a broken document, and that stays a failure.
@@ -95,18 +83,225 @@ def build_chunk_map(
         if any(p.status == "read" for p in pages):
             no_chunks += "; the chunkers kept nothing of the read pages"
         summary["no_chunks"] = no_chunks
-    store.write_chunk_map(profile.name, document, rows,
+    store.write_chunk_map(profile.name, document, written,
                           meta={"fingerprint": fingerprint, "summary": summary,
                                 "order": [i.ref for i in order], "no_chunks": no_chunks, "empty": empty})
     crash_point("chunk_maps")
     if no_chunks and not empty:
         raise NoChunks(no_chunks)
-    # the rows as chunk_rows reads them back (the table's columns hold these values as they are)
-    for row in rows:  # written: the image bytes leave the rows the checks read
-        del row["image"]
-    kept = {"rows": rows,
+    # the rows as chunk_rows reads them back; the image bytes leave the rows the checks read
+    kept = {"rows": written.drop_columns(["image"]).to_pylist(),
             "pages": [{"document_id": document, "page": p.page, "status": p.status, "text": p.text} for p in pages]}
     return Outcome(document, "empty" if empty else "new", summary, kept)
+
+
+def _chunk_table(merged: pa.Table, document: str, source: dict[str, Any], profile: str, run_id: str,
+                 pages: Sequence[PageOutput], expand: Expander) -> pa.Table:
+    """A merged document's chunk map (``tables.CHUNKS``): each chunk's index on its page,
+    its id and label, its characters and its tokens as the model counts them."""
+    page_list = merged.column("page").to_pylist()
+    texts = merged.column("text").to_pylist()
+    embeds = merged.column("embed_text").to_pylist()
+    images = merged.column("image")
+    pictured = pc.indices_nonzero(images.is_valid())
+    image_bytes = dict(zip(pictured.to_pylist(), images.take(pictured).to_pylist()))
+    counts = iter(expand.counts([e or t for i, (t, e) in enumerate(zip(texts, embeds)) if i not in image_bytes]))
+    ids, indexes, labels, tokens = [], [], [], []
+    index, last_page = 0, None
+    for i, (page, text, chunker, cfg) in enumerate(zip(page_list, texts, merged.column("chunker").to_pylist(),
+                                                       merged.column("config_hash").to_pylist())):
+        if page != last_page:
+            index, last_page = 0, page
+        picture = image_bytes.get(i)
+        ids.append(chunk_id(document, chunker, cfg, page, index, text if picture is None else picture))
+        indexes.append(index)
+        labels.append(f"page:{page}/chunk:{index}")
+        tokens.append(next(counts) if picture is None else None)
+        index += 1
+    readers = {p.page: p.reader for p in pages}
+
+    def same(value: Any) -> pa.Array:
+        return pa.array([value] * merged.num_rows, pa.string())
+
+    return pa.table({
+        "chunk_id": ids, "label": labels, "profile": same(profile), "document_id": same(document),
+        "path": same(source["path"]), "page": merged.column("page"), "index": pa.array(indexes, pa.int32()),
+        **{name: merged.column(name) for name in PIECE_COLUMNS},
+        "chars": pa.array([len(t) if t else 0 for t in texts], pa.int32()), "tokens": pa.array(tokens, pa.int32()),
+        "chunker": merged.column("chunker"), "config_hash": merged.column("config_hash"),
+        "reader": pa.array([readers.get(p) for p in page_list], pa.string()),
+        "source_sha256": same(source["sha256"]), "run_id": same(run_id),
+    }, schema=tables.CHUNKS)
+
+
+def _summary(merged: Merged, chunks: pa.Table) -> dict[str, Any]:
+    """What a chunk map's materialization says of it: chunks per version, what the merge
+    dropped, the versions that raised, the parts of split pieces, table grid problems."""
+    by_chunker: dict[str, int] = {}
+    for chunker in chunks.column("chunker").to_pylist():
+        by_chunker[chunker] = by_chunker.get(chunker, 0) + 1
+    metas = chunks.column("meta").to_pylist()
+    problems = _grid_problems(chunks.column("label").to_pylist(), chunks.column("text").to_pylist(),
+                              chunks.column("layout").to_pylist(), metas)
+    return {"chunks": chunks.num_rows, "by_chunker": by_chunker, "dropped": merged.dropped,
+            "failed_chunkers": merged.failed,
+            "split_parts": sum(1 for m in metas if m and "token_split" in m and "token_split" in json.loads(m)),
+            "table_grid_problems": problems[:20]}
+
+
+@dataclass(frozen=True)
+class Merged:
+    """A document's chunk map before its ids: the winning claims' rows (table ``claims``'s
+    columns, each row's own chunker and config hash) in chunk order, the embedding texts
+    as the profile makes them, parts of split pieces in place of their piece, blank text
+    left out; what the merge dropped, and the chunker versions that raised."""
+
+    table: pa.Table
+    dropped: dict[str, int]
+    failed: list[str]
+
+
+PIECE_COLUMNS = tuple(name for name in tables.CLAIMS.names if name in tables.CHUNKS.names
+                      and name not in ("document_id", "page", "chunker", "config_hash", "source_sha256", "run_id"))
+
+
+def merge_claim_tables(store: Store, order: Sequence[ChunkerInfo], metas: Sequence[dict[str, Any]], document: str,
+                       pages: Sequence[PageOutput], expand: Expander) -> Merged | None:
+    """``merge_claims`` and the profile's ``Expander`` over the stored claims as Arrow tables:
+    the first version in order to claim a page wins it whole, text on failed or unreadable
+    pages and on pages the document does not have is dropped, and only a piece that does
+    not pass the Expander whole becomes a ``ChunkPiece`` (a claim of pdf@1 holds thousands
+    of lines; decoding each into a piece and encoding it again was most of a chunk map's
+    time). None for a claim written without today's columns."""
+    status = {p.page: p.status for p in pages}
+    known = pa.array(sorted(status), pa.int32())
+    taken: set[int] = set()
+    won: list[pa.Table] = []
+    failed: list[str] = []
+    dropped = {"failed_page_text": 0, "whitespace": 0, "unknown_page": 0}
+    for info, meta in zip(order, metas, strict=True):
+        if meta.get("error") is not None:
+            log.warning("chunker %s raised on %s and was skipped: %s", info.ref, document, meta["error"])
+            failed.append(info.ref)
+            continue
+        claimed = meta.get("claimed_pages")
+        wins: set[int] = set()
+        if claimed is not None:
+            wins = {p for p in claimed if p in status and p not in taken}
+            taken |= wins
+            if not wins and all(p in status for p in claimed):
+                continue
+        claim = store.claim_table(info.asset_name, document)
+        if claim is None or not claim.num_rows:
+            continue
+        if claim.schema.names != tables.CLAIMS.names:
+            return None  # written before today's columns: the pieces' way reads it
+        page = claim.column("page")
+        if claimed is None:
+            wins = set(pc.unique(page).to_pylist()) & set(status) - taken
+            taken |= wins
+        dropped["unknown_page"] += claim.num_rows - pc.sum(pc.is_in(page, value_set=known)).as_py()
+        claim = claim.filter(pc.is_in(page, value_set=pa.array(sorted(wins), pa.int32())))
+        if claim.num_rows:
+            config_hash = meta.get("config_hash", info.config_hash)
+            for name, value in (("chunker", info.ref), ("config_hash", config_hash)):
+                claim = claim.set_column(claim.schema.get_field_index(name), name,
+                                         pa.array([value] * claim.num_rows, pa.string()))
+            won.append(claim)
+    table = pa.concat_tables(won) if won else tables.CLAIMS.empty_table()
+    table = table.sort_by([("page", "ascending"), ("piece", "ascending")])
+    broken = [p for p, s in status.items() if s in ("failed", "unreadable")]
+    if broken:
+        text_there = pc.and_(pc.is_in(table.column("page"), value_set=pa.array(broken, pa.int32())),
+                             pc.is_null(table.column("image")))
+        dropped["failed_page_text"] = pc.sum(text_there).as_py() or 0
+        table = table.filter(pc.invert(text_there))
+
+    is_text = pc.is_null(table.column("image")).to_pylist()
+    rows = [i for i, t in enumerate(is_text) if t]
+    texts = table.column("text").to_pylist()
+    embeds = table.column("embed_text").to_pylist()
+    metas_of = table.column("meta").to_pylist()
+    named = ""
+    if expand.title:
+        named = named_title(json.loads(metas_of[i]) for i in rows if metas_of[i] and "document_title" in metas_of[i])
+    planned, passes = expand.plan([texts[i] for i in rows], [embeds[i] for i in rows], named)
+    if expand.title:
+        for i, embed in zip(rows, planned):
+            embeds[i] = embed
+        table = table.set_column(table.schema.get_field_index("embed_text"), "embed_text",
+                                 pa.array(embeds, pa.string()))
+    misfits = [i for i, ok in zip(rows, passes) if not ok]
+    misfit_pieces = claim_pieces(table.take(pa.array(misfits, pa.int64()))) if misfits else []
+    parts = {i: expand.fit(piece) for i, (_, piece) in zip(misfits, misfit_pieces)}
+
+    keep: list[int] = []
+    extra: list[dict[str, Any]] = []
+    columns = {name: table.column(name).to_pylist() for name in ("page", "chunker", "config_hash")} if parts else {}
+    for i, text in enumerate(texts):
+        if i in parts:
+            for piece in parts[i]:
+                if not piece.is_image and (not piece.text or not piece.text.strip()):
+                    dropped["whitespace"] += 1
+                    continue
+                keep.append(table.num_rows + len(extra))
+                extra.append({"document_id": document, "piece": 0, **piece_row(piece),
+                              **{name: values[i] for name, values in columns.items()}})
+        elif is_text[i] and (not text or not text.strip()):
+            dropped["whitespace"] += 1
+        else:
+            keep.append(i)
+    if extra:
+        table = pa.concat_tables([table, pa.Table.from_pylist(extra, schema=tables.CLAIMS)])
+    if extra or len(keep) != table.num_rows:  # parts stand where their piece stood
+        table = table.take(pa.array(keep, pa.int64()))
+    return Merged(_relinked(table), {k: v for k, v in dropped.items() if v}, failed)
+
+
+def _relinked(table: pa.Table) -> pa.Table:
+    """``relink`` over the merged rows: only Markdown chunks' metas are read."""
+    column = table.column("meta")
+    if not pc.any(pc.match_substring(column, "chk_")).as_py():
+        return table
+    metas = column.to_pylist()
+    marked = [i for i, m in enumerate(metas) if m and "chk_" in m]
+    renumbered = relinked_metas([json.loads(metas[i]) for i in marked])
+    if not renumbered:
+        return table
+    for k, meta in renumbered.items():
+        metas[marked[k]] = meta_json(meta)
+    return table.set_column(table.schema.get_field_index("meta"), "meta", pa.array(metas, pa.string()))
+
+
+def _merged_by_pieces(store: Store, order: Sequence[ChunkerInfo], metas: Sequence[dict[str, Any]], document: str,
+                      pages: Sequence[PageOutput], expand: Expander) -> Merged:
+    """``Merged`` the way ``merge_claims`` makes it, piece by piece, then ``relink``."""
+    claims = load_winning_claims(store, order, metas, document, pages)
+    chunk_map = merge_claims(document, pages, claims, expand=expand)
+    relinked = relink([c.piece for c in chunk_map.chunks])
+    rows = [{"document_id": document, "page": c.page, "piece": c.index, **piece_row(p), "chunker": c.chunker,
+             "config_hash": c.config_hash} for c, p in zip(chunk_map.chunks, relinked)]
+    return Merged(pa.Table.from_pylist(rows, schema=tables.CLAIMS), chunk_map.dropped,
+                  [c.chunker for c in claims if c.error])
+
+
+def _grid_problems(labels: Sequence[str], texts: Sequence[str | None], layouts: Sequence[str | None],
+                   metas: Sequence[str | None]) -> list[dict[str, str]]:
+    """Table chunks whose text does not match their cell grid (``table_problems`` over the
+    rows: only a table's layout is parsed)."""
+    from ingest_pipeline.chunkers.grid import _grid_problem
+
+    found = []
+    for label, text, raw, meta in zip(labels, texts, layouts, metas):
+        if not text or not raw or '"table"' not in raw:
+            continue
+        layout = Layout.from_json(raw)
+        if layout is None or layout.table is None:
+            continue
+        problem = _grid_problem(text, layout.table, bool(json.loads(meta).get("ragged")) if meta else False)
+        if problem:
+            found.append({"label": label, "problem": problem})
+    return found
 
 
 def withdraw_chunk_map(store: Store, profile: str, document: str) -> int | None:
@@ -128,14 +323,23 @@ def document_title(path: str) -> str:
     return " ".join(stem.replace("_", " ").split())
 
 
-def with_named_title(title: str, pieces: Sequence[ChunkPiece]) -> str:
-    """The file name's title, followed by the title a chunker read in the document itself
-    (``meta["document_title"]``, the first found; pdf@4 takes it from the first page)
-    unless the file name already says it: "2022 Q3 AAPL (Apple Inc.)"."""
-    named = next((p.meta["document_title"] for p in pieces if p.meta.get("document_title")), "")
+def named_title(metas: Iterable[Mapping[str, Any]]) -> str:
+    """The first title a chunker read in the document itself (``meta["document_title"]``;
+    pdf@4 takes it from the first page), or ""."""
+    return next((m["document_title"] for m in metas if m.get("document_title")), "")
+
+
+def titled(title: str, named: str) -> str:
+    """The file name's title, followed by the title the document gave itself unless the
+    file name already says it: "2022 Q3 AAPL (Apple Inc.)"."""
     if not named or named.casefold() in title.casefold():
         return title
     return f"{title} ({named})"
+
+
+def with_named_title(title: str, pieces: Sequence[ChunkPiece]) -> str:
+    """``titled`` with the title the pieces' chunker read in the document."""
+    return titled(title, named_title(p.meta for p in pieces))
 
 
 def texts_ahead(profile: Profile, embedder: Embedder, path: str, pieces: Sequence[ChunkPiece]) -> list[str]:
@@ -207,37 +411,52 @@ class Expander:
             self.known.update(counted)
         return [self.known[t] for t in texts]
 
-    def __call__(self, pieces: Sequence[ChunkPiece]) -> list[list[ChunkPiece]]:
+    def plan(self, texts: Sequence[str | None], embeds: Sequence[str | None],
+             named: str = "") -> tuple[list[str | None], list[bool]]:
+        """For pieces given by their texts and embedding texts: each one's embedding text as
+        the model will see it (the title in front, when the profile asks for it; ``named``
+        is the title the document itself gave), and whether it passes as it is. One that
+        does not pass goes through ``fit``. Counts every text it needs in one batch."""
         if self.title:
-            title = with_named_title(self.title, pieces)
-            pieces = [replace(p, embed_text=f"{title}\n{p.embed_text or p.text}") for p in pieces]
+            title = titled(self.title, named)
+            embeds = [f"{title}\n{e or t}" for t, e in zip(texts, embeds)]
         limit = self.embedder.max_tokens
-        texts = [p.embed_text or p.text for p in pieces]
-        apart = [_prefix_apart(p) for p in pieces]
+        seen = [e or t for t, e in zip(texts, embeds)]
+        apart = [_prefix_apart(t, e) for t, e in zip(texts, embeds)]
         # an embedding text that is not a prefix and the text (pdf@4 leaves numbers out):
         # split_to_limit sizes the text alone, so its count joins the same batch
-        self.counts([t for t in texts if t] + [p.text for p, a in zip(pieces, apart) if not a and p.text])
-        out: list[list[ChunkPiece]] = []
-        for piece, text, whole in zip(pieces, texts, apart):
-            tokens = self.known[text] if text else None
+        self.counts([s for s in seen if s] + [t for t, a in zip(texts, apart) if not a and t])
+        known, passes = self.known, []
+        for text, whole_text, whole in zip(texts, seen, apart):
+            tokens = known[whole_text] if whole_text else None
             if not self.profile.split_oversized:
-                if tokens is not None and tokens > limit:
-                    piece = replace(piece, meta={**piece.meta, "token_overflow": True})
-                out.append([piece])
-            elif tokens is not None and tokens <= limit and (whole or not piece.text or self.known[piece.text] <= limit):
-                out.append([piece])  # fits: what split_to_limit would answer, without tokenizing again
-            else:
-                out.append(split_to_limit(piece, self.embedder.token_offsets, limit))
-        return out
+                passes.append(tokens is None or tokens <= limit)
+            else:  # fits: what split_to_limit would answer, without tokenizing again
+                passes.append(tokens is not None and tokens <= limit and (whole or not text or known[text] <= limit))
+        return list(embeds), passes
+
+    def fit(self, piece: ChunkPiece) -> list[ChunkPiece]:
+        """A piece that did not pass (its embedding text is over the model's limit): cut
+        into parts that fit, or flagged when the profile keeps it whole."""
+        if not self.profile.split_oversized:
+            return [replace(piece, meta={**piece.meta, "token_overflow": True})]
+        return split_to_limit(piece, self.embedder.token_offsets, self.embedder.max_tokens)
+
+    def __call__(self, pieces: Sequence[ChunkPiece]) -> list[list[ChunkPiece]]:
+        embeds, passes = self.plan([p.text for p in pieces], [p.embed_text for p in pieces],
+                                   named_title(p.meta for p in pieces))
+        if self.title:
+            pieces = [replace(p, embed_text=e) for p, e in zip(pieces, embeds)]
+        return [[piece] if ok else self.fit(piece) for piece, ok in zip(pieces, passes)]
 
 
-def _prefix_apart(piece: ChunkPiece) -> bool:
-    """The piece's embedding text is its text, or its text after a prefix that ends in
+def _prefix_apart(text: str | None, embed: str | None) -> bool:
+    """A piece's embedding text is its text, or its text after a prefix that ends in
     whitespace, so the text's tokens are the embedding text's last ones."""
-    if not piece.embed_text or piece.embed_text == piece.text:
+    if not embed or embed == text:
         return True
-    head = len(piece.embed_text) - len(piece.text or "")
-    return bool(piece.text) and head > 0 and piece.embed_text.endswith(piece.text) and piece.embed_text[head - 1].isspace()
+    head = len(embed) - len(text or "")
+    return bool(text) and head > 0 and embed.endswith(text) and embed[head - 1].isspace()
 
 
 def _why_no_chunks(pages: Sequence[PageOutput], summary: dict[str, Any]) -> str:
@@ -283,11 +502,15 @@ def chunk_map_findings(store: Store, profile: str, documents: Sequence[str], max
 
 
 def _words(text: str) -> list[str]:
-    """The text's words in lower case. ASCII text is lowered whole first, which changes no
-    word boundary; other text word by word (lowering may change a letter into letters
-    that do not all count as word characters)."""
-    if text.isascii():
-        return _WORD.findall(text.lower())
+    """The text's words in lower case. The text is lowered whole first when that is the
+    same as lowering word by word: when every character lowers to one character (a
+    character that lowers to one keeps being, or not being, a word character: checked
+    over all of Unicode) and there is no capital sigma, whose lower case depends on what
+    follows it. Otherwise word by word ("İ" lowers to two characters, one of them not a
+    word character)."""
+    lowered = text.lower()
+    if text.isascii() or (len(lowered) == len(text) and "\u03a3" not in text):
+        return _WORD.findall(lowered)
     return [w.lower() for w in _WORD.findall(text)]
 
 
@@ -306,7 +529,7 @@ def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -
         if not words:
             continue
         have = chunk_words.get((page["document_id"], page["page"]), set())
-        share = sum(1 for w in words if w in have) / len(words)
+        share = sum(n for w, n in Counter(words).items() if w in have) / len(words)
         if share < COVERAGE_FLOOR:
             low.append({"document": page["document_id"], "page": page["page"], "covered": round(share, 3)})
     return Finding("page_text_covered", not low, "pages_below_floor", low,
