@@ -28,7 +28,7 @@ from ingest_pipeline.contract import ChunkPiece, Layout, TableCell, TableLayout
 
 _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"\n"), re.compile(r"[.!?;:](?=\s)"), re.compile(r"\s"))
 _PIPE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
-CHK_ID = re.compile(r"^chk_\d+$")  # a Markdown chunk's own id
+_CHK = re.compile(r"^chk_\d+$")
 
 Offsets = Callable[[str], list[tuple[int, int]]]
 
@@ -400,7 +400,7 @@ def relink(pieces: list[ChunkPiece]) -> list[ChunkPiece]:
 def relinked_metas(metas: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
     """``relink`` over a document's chunk metas in order: the new meta of each Markdown
     chunk, by position (none when nothing was split)."""
-    marked = [i for i, m in enumerate(metas) if isinstance(m.get("chunk_id"), str) and CHK_ID.match(m["chunk_id"])]
+    marked = [i for i, m in enumerate(metas) if isinstance(m.get("chunk_id"), str) and _CHK.match(m["chunk_id"])]
     if not any("token_split" in metas[i] for i in marked):
         return {}
     width = max(6, len(str(len(marked))))

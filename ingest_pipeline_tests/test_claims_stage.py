@@ -182,6 +182,48 @@ def test_a_chunk_map_reads_only_the_claims_that_win_and_tokenizes_each_text_once
     assert [c.piece.embed_text for c in whole.chunks] == [r["embed_text"] for r in rows]
 
 
+@requires_corpus
+def test_the_chunk_map_merged_as_tables_is_the_one_merged_piece_by_piece(data_dir):
+    """For every profile, the chunk map's Arrow merge (stored rows taken as they are; only a
+    piece over the limit made an object) gives the rows the piece-by-piece merge gives
+    (``merge_claims`` with the Expander, then ``relink``): a PDF, and
+    Markdown whose long sections are cut, so its chunk ids are numbered anew."""
+    import json
+
+    from ingest_pipeline.stages.chunk_map import Expander, _merged_by_pieces, merge_claim_tables
+    from ingest_pipeline.stages.claims import claim_metas
+
+    # dense in tokens (digits and signs), so markdown@1's 1,200-character chunks exceed the model's 256
+    section = " ".join(f"Valve V-{i}/a.{i % 7} reads {i}.{i % 9}-{i % 5}/b;" for i in range(120))
+    markdown = "\n\n".join(f"# Part {k}\n\n{section}\n\n## Notes {k}\n\nShort note {k}." for k in range(3))
+    cases = [("manual.md", markdown.encode()),
+             ("report.pdf", (CORPUS / "files" / "pdf" / "docling__multi_page.pdf").read_bytes())]
+    renumbered = 0
+    for name, content in cases:
+        for old in (data_dir / "sources").glob("*"):
+            old.unlink()
+        write(data_dir / "sources" / name, content)
+        p, doc, _ = _one_document_read(data_dir)
+        for chunker in p.registry.all():
+            stages.run_chunker(p.settings, p.store, chunker, p.registry.info(chunker), doc, "run")
+        pages, _ = stages.load_pages(p.store, doc)
+        source, _ = stages.load_source(p.store, doc)
+        for profile in p.settings.profiles:
+            order = [p.registry.info(c) for c in p.registry.order_for(profile.chunkers)]
+            metas = claim_metas(p.store, order, doc)
+            expand = Expander(profile, p.embedder, source["path"])
+            as_tables = merge_claim_tables(p.store, order, metas, doc, pages, expand)
+            by_pieces = _merged_by_pieces(p.store, order, metas, doc, pages, expand)
+            columns = ["page", "chunker", "config_hash", "text", "image", "bbox", "bbox_reason", "role", "layout",
+                       "header_path", "content_type", "embed_text", "meta"]
+            assert as_tables.table.num_rows > 0, (name, profile.name)
+            assert as_tables.table.select(columns).to_pylist() == by_pieces.table.select(columns).to_pylist()
+            assert (as_tables.dropped, as_tables.failed) == (by_pieces.dropped, by_pieces.failed)
+            metas_of = [json.loads(m) for m in as_tables.table.column("meta").to_pylist() if m]
+            renumbered += sum(1 for m in metas_of if "token_split" in m and str(m.get("chunk_id", "")).startswith("chk_"))
+    assert renumbered  # the Markdown case did cut chunks that relink numbered anew
+
+
 def test_the_served_embedding_texts_name_the_document_as_its_first_page_does(data_dir):
     """A file named by a ticker ("2022 Q3 ACME") whose cover sets the company's name large:
     every served chunk's embedding text starts with the file's title and that name, and the

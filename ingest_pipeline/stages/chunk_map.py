@@ -18,13 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest_pipeline import tables
-
 from ingest_pipeline.contract import ChunkPiece, ContractError, Layout, PageOutput, validate_bbox
 from ingest_pipeline.embedding import Embedder
 from ingest_pipeline.faults import crash_point
+from ingest_pipeline.identity import chunk_id
 from ingest_pipeline.memo import BoundedMemo
 from ingest_pipeline.merge import merge_claims
-from ingest_pipeline.identity import chunk_id
 from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.claims import claim_content, claim_metas, load_winning_claims
@@ -37,6 +36,7 @@ from ingest_pipeline.store import Store, claim_pieces, meta_json, piece_row
 from ingest_pipeline.token_limits import bounded_counts, relink, relinked_metas, split_to_limit
 
 log = logging.getLogger(__name__)
+
 
 def empty_reason(store: Store, profile: str, document: str) -> str | None:
     """Why a document has zero chunks in a profile's chunk map, when that is a success."""
