@@ -305,6 +305,18 @@ def test_the_chunk_map_grid_check_fails_a_table_part_whose_rows_do_not_match_its
 
     assert verdict(good) and not verdict(stale)
 
+    # the chunk map's own summary finds the same through the same check
+    import pyarrow as pa
+
+    from ingest_pipeline.stages.chunk_map import Merged, _summary
+
+    def summarized(layout):
+        chunks = pa.table({"label": ["page:1/chunk:0"], "chunker": ["pdf@3"], "text": [text],
+                           "layout": [layout.to_json()], "meta": pa.array([None], pa.string())})
+        return _summary(Merged(chunks, {}, []), chunks)["table_grid_problems"]
+
+    assert summarized(good) == [] and [p["label"] for p in summarized(stale)] == ["page:1/chunk:0"]
+
 
 def test_a_profile_counts_only_the_texts_no_profile_counted_before(embedder):
     """Chunk maps of several profiles over one document share the texts' token counts:

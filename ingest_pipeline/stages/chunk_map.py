@@ -136,17 +136,40 @@ def _chunk_table(merged: pa.Table, document: str, source: dict[str, Any], profil
 
 def _summary(merged: Merged, chunks: pa.Table) -> dict[str, Any]:
     """What a chunk map's materialization says of it: chunks per version, what the merge
-    dropped, the versions that raised, the parts of split pieces, table grid problems."""
+    dropped, the versions that raised, the parts of split pieces, table grid problems. Only
+    the rows whose stored JSON can hold a split or a table grid are read into Python."""
     by_chunker: dict[str, int] = {}
     for chunker in chunks.column("chunker").to_pylist():
         by_chunker[chunker] = by_chunker.get(chunker, 0) + 1
-    metas = chunks.column("meta").to_pylist()
-    problems = _grid_problems(chunks.column("label").to_pylist(), chunks.column("text").to_pylist(),
-                              chunks.column("layout").to_pylist(), metas)
+
+    def holding(column: str, text: str) -> pa.Table:
+        return chunks.filter(pc.fill_null(pc.match_substring(chunks.column(column), text), False))
+
+    split = holding("meta", "token_split").column("meta").to_pylist()
+    problems = []
+    tabled = holding("layout", '"table"').select(["label", "text", "layout", "meta"]).to_pylist()
+    for row in tabled:
+        if row["text"]:
+            ragged = bool(json.loads(row["meta"]).get("ragged")) if row["meta"] else False
+            problem = _table_grid_problem(row["text"], row["layout"], ragged)
+            if problem:
+                problems.append({"label": row["label"], "problem": problem})
     return {"chunks": chunks.num_rows, "by_chunker": by_chunker, "dropped": merged.dropped,
-            "failed_chunkers": merged.failed,
-            "split_parts": sum(1 for m in metas if m and "token_split" in m and "token_split" in json.loads(m)),
+            "failed_chunkers": merged.failed, "split_parts": sum(1 for m in split if "token_split" in json.loads(m)),
             "table_grid_problems": problems[:20]}
+
+
+def _table_grid_problem(text: str, layout_json: str | None, ragged: bool) -> str | None:
+    """What is wrong with a table chunk's text against its cell grid (None if nothing, or
+    not a table): only a table's layout has a grid to check, the others are not parsed."""
+    from ingest_pipeline.chunkers.grid import _grid_problem
+
+    if not layout_json or '"table"' not in layout_json:
+        return None
+    layout = Layout.from_json(layout_json)
+    if layout is None or layout.table is None:
+        return None
+    return _grid_problem(text, layout.table, ragged)
 
 
 @dataclass(frozen=True)
@@ -283,25 +306,6 @@ def _merged_by_pieces(store: Store, order: Sequence[ChunkerInfo], metas: Sequenc
              "config_hash": c.config_hash} for c, p in zip(chunk_map.chunks, relinked)]
     return Merged(pa.Table.from_pylist(rows, schema=tables.CLAIMS), chunk_map.dropped,
                   [c.chunker for c in claims if c.error])
-
-
-def _grid_problems(labels: Sequence[str], texts: Sequence[str | None], layouts: Sequence[str | None],
-                   metas: Sequence[str | None]) -> list[dict[str, str]]:
-    """Table chunks whose text does not match their cell grid (``table_problems`` over the
-    rows: only a table's layout is parsed)."""
-    from ingest_pipeline.chunkers.grid import _grid_problem
-
-    found = []
-    for label, text, raw, meta in zip(labels, texts, layouts, metas):
-        if not text or not raw or '"table"' not in raw:
-            continue
-        layout = Layout.from_json(raw)
-        if layout is None or layout.table is None:
-            continue
-        problem = _grid_problem(text, layout.table, bool(json.loads(meta).get("ragged")) if meta else False)
-        if problem:
-            found.append({"label": label, "problem": problem})
-    return found
 
 
 def withdraw_chunk_map(store: Store, profile: str, document: str) -> int | None:
@@ -539,8 +543,6 @@ def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -
 def chunk_row_findings(rows: list[dict[str, Any]], max_tokens: int) -> list[Finding]:
     """Valid boxes, unique chunk ids, no empty chunk, within the token limit (or flagged),
     table grids consistent with their text."""
-    from ingest_pipeline.chunkers.grid import _grid_problem
-
     bad_boxes, empty, over, grids = [], [], [], []
     flagged = 0
     seen, dupes = set(), []
@@ -560,14 +562,10 @@ def chunk_row_findings(rows: list[dict[str, Any]], max_tokens: int) -> list[Find
         meta = row.get("meta") or ""
         if '"token_overflow": true' in meta:
             flagged += 1
-        raw = row.get("layout")
-        # only a table's layout has a grid to check: the others are not parsed at all
-        layout = Layout.from_json(raw) if raw and '"table"' in raw else None
-        if layout is not None and layout.table is not None:
-            problem = _grid_problem(row.get("text") or "", layout.table, '"ragged": true' in meta)
-            if problem:
-                grids.append({"document": row["document_id"], "page": row["page"], "chunk_id": row["chunk_id"],
-                              "problem": problem})
+        problem = _table_grid_problem(row.get("text") or "", row.get("layout"), '"ragged": true' in meta)
+        if problem:
+            grids.append({"document": row["document_id"], "page": row["page"], "chunk_id": row["chunk_id"],
+                          "problem": problem})
         if row.get("tokens") and row["tokens"] > max_tokens and '"token_overflow": true' not in meta:
             over.append({**where, "tokens": row["tokens"]})
     return [
