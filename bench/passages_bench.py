@@ -13,10 +13,16 @@ Phases (run one after another, so they do not share the two cores):
 - ``bare``: the bare model (tokenizer + ONNX sessions, length-sorted batches, the ingest's
   own model settings) embedding the served profile's distinct embedding texts, nothing else.
 
+The plain pipeline runs twice, first and last (``plain``, ``plain_again``): the machine's
+speed drifts over the half hour a run takes, and the ingest is compared with the mean of the
+two (each pair is quoted too).
+
 Prints seconds, pages/s and peak memory (VmHWM of the phase's process plus the largest peak
 of its children, the parse worker, read from /proc while they live) of each, the two target
-ratios, and where the ingest's time went
-(Dagster step durations summed per asset).
+ratios, and where the ingest's time went: Dagster step durations summed per asset, the CPU
+time of the phase's process tree, and the CPU time of the model's own calls (the threads
+that ran the ONNX sessions: all of the model's work with one-thread sessions, as the ingest
+and the bare phase run them), so CPU time minus the model's is the rest of the pipeline.
 """
 
 from __future__ import annotations
@@ -66,7 +72,11 @@ class ChildPeaks:
         self._thread.start()
 
     def _children(self) -> list[int]:
-        found, todo = [], [os.getpid()]
+        return self._children_of(os.getpid())
+
+    @staticmethod
+    def _children_of(root: int) -> list[int]:
+        found, todo = [], [root]
         while todo:
             pid = todo.pop()
             try:
@@ -99,6 +109,43 @@ def _peak_mib(largest_child_mib: float = 0.0) -> float:
     return round(_hwm_kib() / 1024 + largest_child_mib, 1)
 
 
+def _tree_cpu() -> float:
+    """CPU seconds (user + system) of this process, its reaped children and its live
+    descendants so far."""
+    import resource
+
+    mine = resource.getrusage(resource.RUSAGE_SELF)
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = mine.ru_utime + mine.ru_stime + reaped.ru_utime + reaped.ru_stime
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in ChildPeaks._children_of(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(f) for f in fields[11:15]) / tick  # utime stime cutime cstime
+    return total
+
+
+def _model_cpu() -> dict:
+    """The usage of every model this process loaded (``embedding.minilm``), summed."""
+    from ingest_pipeline.embedding import _LOADED
+
+    total: dict = {}
+    for model in list(_LOADED.values()):
+        for key, value in model.usage().items():
+            total[key] = total.get(key, 0) + value
+    return total
+
+
+def _spent(before_cpu: float, before_model: dict) -> dict:
+    model = {k: v - before_model.get(k, 0) for k, v in _model_cpu().items()}
+    cpu = _tree_cpu() - before_cpu
+    return {"cpu_seconds": round(cpu, 1), "model_cpu_seconds": round(model.get("thread_cpu_seconds", 0.0), 1),
+            "model_tokens": int(model.get("tokens", 0)), "model_padded_tokens": int(model.get("padded_tokens", 0))}
+
+
 def _pdfs(folder: str) -> list[str]:
     return sorted(str(p) for p in Path(folder).glob("*.pdf"))
 
@@ -114,6 +161,7 @@ def phase_plain(pdfs: list[str], work: str) -> dict:
 
     embedder = MiniLMEmbedder(batch_size=16)
     embedder.embed(["warm up"])
+    cpu_before, model_before = _tree_cpu(), embedder.usage()
     started = time.perf_counter()
     splitter = RecursiveCharacterTextSplitter(chunk_size=1000)
     texts, where, pages = [], [], 0
@@ -142,7 +190,11 @@ def phase_plain(pdfs: list[str], work: str) -> dict:
         "vector": pa.array(vectors.tolist(), type=pa.list_(pa.float32(), embedder.dim))}), mode="overwrite")
     table.create_index("text", config=FTS(), replace=True)
     done = time.perf_counter()
-    return {"pages": pages, "chunks": len(texts), "seconds": round(done - started, 2),
+    cpu = round(_tree_cpu() - cpu_before, 1)  # the model's own share is not separable here: its
+    # session runs on onnxruntime's thread pool, which the calling thread's CPU time leaves out
+    tokens = embedder.usage()["tokens"] - model_before["tokens"]
+    return {"pages": pages, "chunks": len(texts), "seconds": round(done - started, 2), "cpu_seconds": cpu,
+            "model_tokens": tokens,
             "parse_split_seconds": round(parsed - started, 2), "embed_seconds": round(embedded - parsed, 2),
             "lancedb_seconds": round(done - embedded, 2), "peak_mib": _peak_mib()}
 
@@ -155,15 +207,17 @@ def phase_ingest(pdfs_dir: str, data: str) -> dict:
     children = ChildPeaks()
     p = parts_for(data)
     p.embedder.embed(["warm up"])
+    cpu_before, model_before = _tree_cpu(), _model_cpu()
     started = time.perf_counter()
     report = ingest(p, [pdfs_dir])
     seconds = time.perf_counter() - started
+    spent = _spent(cpu_before, model_before)
     largest_child = children.stop()
     pages = query(p.lake, "select count(*) as n from pages").to_pylist()[0]["n"]
     served = p.settings.default_profile
     counts = query(p.lake, "select profile, count(*) as n from chunks group by profile order by profile").to_pylist()
     return {"documents": report.documents, "failed": len(report.failed), "pages": pages,
-            "seconds": round(seconds, 2), "texts_embedded": report.texts_embedded,
+            "seconds": round(seconds, 2), **spent, "texts_embedded": report.texts_embedded,
             "chunks_per_profile": {r["profile"]: r["n"] for r in counts}, "served": served,
             "where_time_goes": _step_seconds(data, report.run_ids), "peak_mib": _peak_mib(largest_child),
             "peak_parts_mib": {"run_process": _peak_mib(), "largest_child": round(largest_child, 1)}}
@@ -198,9 +252,14 @@ def phase_bare(data: str) -> dict:
     model = MiniLMEmbedder(batch_size=s.embed_batch, threads=s.embed_threads or None, workers=s.embed_workers)
     model.embed(["warm up"])
     tokens = sum(min(n, model.max_tokens) for n in model.count_tokens(texts))
+    cpu_before, model_before = _tree_cpu(), model.usage()
     started = time.perf_counter()
     model.embed(texts)
-    return {"texts": len(texts), "tokens": tokens, "seconds": round(time.perf_counter() - started, 2),
+    seconds = time.perf_counter() - started
+    used = model.usage()
+    return {"texts": len(texts), "tokens": tokens, "seconds": round(seconds, 2),
+            "cpu_seconds": round(_tree_cpu() - cpu_before, 1),
+            "model_cpu_seconds": round(used["thread_cpu_seconds"] - model_before["thread_cpu_seconds"], 1),
             "batch": s.embed_batch, "workers": s.embed_workers, "threads": s.embed_threads or "onnxruntime default",
             "peak_mib": _peak_mib()}
 
@@ -238,15 +297,26 @@ def main() -> int:
     if args.config and Path(args.config).exists():
         shutil.copy(args.config, os.path.join(data, "ingest_pipeline.toml"))
     results = {}
-    for name in ("plain", "ingest", "bare"):
+    for name, phase in (("plain", "plain"), ("ingest", "ingest"), ("bare", "bare"), ("plain_again", "plain")):
         print(f"phase {name}…", file=sys.stderr, flush=True)
-        results[name] = _run_phase(name, args, data, work)
-    ingest, plain, bare = results["ingest"], results["plain"], results["bare"]
+        results[name] = _run_phase(phase, args, data, work)
+    ingest, bare = results["ingest"], results["bare"]
+    plains = [results["plain"], results["plain_again"]]
+    plain_seconds = sum(p["seconds"] for p in plains) / len(plains)
+
+    def pages_ratio(seconds: float) -> float:  # the same PDFs, so pages per second compare as times
+        return round((ingest["pages"] / ingest["seconds"]) / (plains[0]["pages"] / seconds), 3)
+
     results["ratios"] = {
         "ingest_over_bare_served_embedding": round(ingest["seconds"] / bare["seconds"], 3),
-        "pages_per_second_over_plain": round((ingest["pages"] / ingest["seconds"]) /
-                                             (plain["pages"] / plain["seconds"]), 3),
-        "peak_memory_over_plain": round(ingest["peak_mib"] / plain["peak_mib"], 3),
+        "pages_per_second_over_plain": pages_ratio(plain_seconds),
+        "pages_per_second_over_plain_first": pages_ratio(plains[0]["seconds"]),
+        "pages_per_second_over_plain_last": pages_ratio(plains[1]["seconds"]),
+        "peak_memory_over_plain": round(ingest["peak_mib"] / min(p["peak_mib"] for p in plains), 3),
+        # CPU time is steadier than wall time when the machine's speed drifts
+        "ingest_cpu_over_bare_cpu": round(ingest["cpu_seconds"] / bare["cpu_seconds"], 3),
+        "ingest_model_cpu_over_bare_model_cpu": round(ingest["model_cpu_seconds"] / bare["model_cpu_seconds"], 3),
+        "ingest_cpu_besides_the_model_seconds": round(ingest["cpu_seconds"] - ingest["model_cpu_seconds"], 1),
     }
     results["machine"] = {"cpus": os.cpu_count(), "python": sys.version.split()[0],
                           "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
@@ -46,6 +47,16 @@ class MiniLMEmbedder:
         self._sessions: list = []
         self._tokenizer = None
         self._counter = None
+        self._used = {"calls": 0, "texts": 0, "tokens": 0, "padded_tokens": 0, "thread_cpu_seconds": 0.0}
+        self._used_lock = threading.Lock()
+
+    def usage(self) -> dict[str, float]:
+        """What the model did so far in this process: model calls, texts, their tokens (with
+        [CLS] and [SEP]), the tokens it ran with padding, and the CPU time of the threads
+        that called it (all of the model's work when each session runs on one thread, as
+        the ingest's do; with onnxruntime's own thread pool, only the calling thread's)."""
+        with self._used_lock:
+            return dict(self._used)
 
     @staticmethod
     def model_path() -> str:
@@ -129,6 +140,7 @@ class MiniLMEmbedder:
 
     def _run(self, session, encodings, batch: list[int]) -> np.ndarray:
         """One model call: the batch's texts padded to its longest, pooled and normalised."""
+        started = time.thread_time()
         width = max(len(encodings[i].ids) for i in batch)
         ids = np.zeros((len(batch), width), dtype=np.int64)
         mask = np.zeros((len(batch), width), dtype=np.int64)
@@ -145,6 +157,14 @@ class MiniLMEmbedder:
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        spent = time.thread_time() - started
+        with self._used_lock:
+            used = self._used
+            used["calls"] += 1
+            used["texts"] += len(batch)
+            used["tokens"] += int(mask.sum())
+            used["padded_tokens"] += mask.size
+            used["thread_cpu_seconds"] += spent
         return pooled / np.clip(norms, 1e-12, None)
 
 

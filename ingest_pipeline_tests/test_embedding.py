@@ -34,6 +34,22 @@ def test_sessions_side_by_side_give_each_text_its_own_vector(embedder):
     assert np.allclose(vectors, embedder.embed(texts), atol=1e-4)
 
 
+def test_usage_counts_the_model_calls_their_tokens_and_padding_and_the_sessions_cpu():
+    texts = ["short", "a much longer sentence about irrigation valves and moisture sensors " * 3,
+             "mid length text", "x " * 400]  # the last one is cut to the model's 256 tokens
+    model = MiniLMEmbedder(batch_size=2, threads=1, workers=2)
+    assert model.usage()["calls"] == 0
+    model.embed(texts)
+    used = model.usage()
+    lengths = sorted(min(n, model.max_tokens) for n in model.count_tokens(texts))
+    assert used["calls"] == 2 and used["texts"] == 4
+    assert used["tokens"] == sum(lengths)
+    assert used["padded_tokens"] == 2 * lengths[1] + 2 * lengths[3]  # each batch padded to its longest
+    assert used["thread_cpu_seconds"] > 0
+    model.embed(texts[:1])
+    assert model.usage()["calls"] == 3 and model.usage()["tokens"] == sum(lengths) + lengths[0]
+
+
 def test_token_counts_are_not_truncated(embedder):
     short, long = embedder.count_tokens(["hello world", "word " * 600])
     assert short == 4  # [CLS] hello world [SEP]
