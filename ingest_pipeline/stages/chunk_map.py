@@ -150,8 +150,7 @@ def _summary(merged: Merged, chunks: pa.Table) -> dict[str, Any]:
     tabled = holding("layout", '"table"').select(["label", "text", "layout", "meta"]).to_pylist()
     for row in tabled:
         if row["text"]:
-            ragged = bool(json.loads(row["meta"]).get("ragged")) if row["meta"] else False
-            problem = _table_grid_problem(row["text"], row["layout"], ragged)
+            problem = _table_grid_problem(row["text"], row["layout"], row["meta"])
             if problem:
                 problems.append({"label": row["label"], "problem": problem})
     return {"chunks": chunks.num_rows, "by_chunker": by_chunker, "dropped": merged.dropped,
@@ -159,9 +158,10 @@ def _summary(merged: Merged, chunks: pa.Table) -> dict[str, Any]:
             "table_grid_problems": problems[:20]}
 
 
-def _table_grid_problem(text: str, layout_json: str | None, ragged: bool) -> str | None:
+def _table_grid_problem(text: str, layout_json: str | None, meta_json: str | None) -> str | None:
     """What is wrong with a table chunk's text against its cell grid (None if nothing, or
-    not a table): only a table's layout has a grid to check, the others are not parsed."""
+    not a table), from the row's stored layout and meta: only a table's layout has a grid
+    to check, the others are not parsed; a ragged table says so in its meta."""
     from ingest_pipeline.chunkers.grid import _grid_problem
 
     if not layout_json or '"table"' not in layout_json:
@@ -169,7 +169,7 @@ def _table_grid_problem(text: str, layout_json: str | None, ragged: bool) -> str
     layout = Layout.from_json(layout_json)
     if layout is None or layout.table is None:
         return None
-    return _grid_problem(text, layout.table, ragged)
+    return _grid_problem(text, layout.table, '"ragged": true' in (meta_json or ""))
 
 
 @dataclass(frozen=True)
@@ -562,7 +562,7 @@ def chunk_row_findings(rows: list[dict[str, Any]], max_tokens: int) -> list[Find
         meta = row.get("meta") or ""
         if '"token_overflow": true' in meta:
             flagged += 1
-        problem = _table_grid_problem(row.get("text") or "", row.get("layout"), '"ragged": true' in meta)
+        problem = _table_grid_problem(row.get("text") or "", row.get("layout"), meta)
         if problem:
             grids.append({"document": row["document_id"], "page": row["page"], "chunk_id": row["chunk_id"],
                           "problem": problem})
