@@ -36,6 +36,7 @@ from ingest_pipeline.contract import (
     PageOutput,
     validate_bbox,
 )
+from ingest_pipeline.word_counts import WordCounter
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +95,17 @@ def model_tokenizer():
     return tokenizer
 
 
+@functools.lru_cache(maxsize=1)
+def _word_counter() -> WordCounter:
+    return WordCounter(model_tokenizer())
+
+
 def count_tokens(texts: Sequence[str]) -> list[int]:
     """Tokens of each text without specials; for this WordPiece model counts add up over
-    whitespace-joined texts."""
+    whitespace-joined texts (``WordCounter`` counts them so, word by word)."""
     if not texts:
         return []
-    return [len(e.ids) for e in model_tokenizer().encode_batch_fast(list(texts), add_special_tokens=False)]
+    return _word_counter().counts(texts)
 
 
 def token_offsets(text: str) -> list[tuple[int, int]]:
