@@ -296,10 +296,13 @@ def _char_fragments(acc, frame, text, s, e, rotation, per_char_angle: bool):
             else:
                 cp0, cp1 = cur_box[1], cur_box[3]
             limit = GAP_FACTOR * (size or (cp1 - cp0))
+            # min and max written out: this runs once per glyph
+            ext, cext, width = p1 - p0, cp1 - cp0, a1 - a0
             if (d != cur_dir
-                    or min(p1, cp1) - max(p0, cp0) < PERP_OVERLAP * min(p1 - p0, cp1 - cp0)
+                    or ((p1 if p1 < cp1 else cp1) - (p0 if p0 > cp0 else cp0)
+                        < PERP_OVERLAP * (ext if ext < cext else cext))
                     or a0 - prev_a1 > limit
-                    or a0 < prev_a1 - max(limit, a1 - a0) * 1.5):
+                    or a0 < prev_a1 - (limit if limit > width else width) * 1.5):
                 flush()
         if cur_box is None:
             cur_box, cur_dir, cur_first = [b0, b1, b2, b3], d, i
