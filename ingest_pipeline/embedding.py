@@ -10,7 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ingest_pipeline.word_counts import WordCounter
+from ingest_pipeline.word_counts import counter_for
 
 
 class Embedder(Protocol):
@@ -49,7 +49,6 @@ class MiniLMEmbedder:
         self._sessions: list = []
         self._tokenizer = None
         self._counter = None
-        self._offsets = None
         self._used = {"calls": 0, "texts": 0, "tokens": 0, "padded_tokens": 0, "thread_cpu_seconds": 0.0}
         self._used_lock = threading.Lock()
 
@@ -85,10 +84,7 @@ class MiniLMEmbedder:
                 # Counting wants whole texts: a tokenizer of its own, so no thread ever
                 # switches truncation off under a model call (the prefetch embeds while
                 # chunk maps count tokens).
-                counter = Tokenizer.from_file(self.tokenizer_path())
-                counter.no_truncation()
-                counter.no_padding()
-                offsets, counter = counter, WordCounter(counter)
+                counter = counter_for(self.tokenizer_path())
                 options = ort.SessionOptions()
                 if self.threads:
                     options.intra_op_num_threads = self.threads
@@ -99,7 +95,6 @@ class MiniLMEmbedder:
                 self._inputs = {i.name for i in sessions[0].get_inputs()}
                 self._tokenizer = tokenizer
                 self._counter = counter
-                self._offsets = offsets
                 self._sessions = sessions
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
@@ -110,7 +105,7 @@ class MiniLMEmbedder:
     def token_offsets(self, text: str) -> list[tuple[int, int]]:
         """Character spans of the text's tokens (special tokens left out), untruncated."""
         self._load()
-        encoding = self._offsets.encode(text)
+        encoding = self._counter.tokenizer.encode(text)
         return [span for span, special in zip(encoding.offsets, encoding.special_tokens_mask) if not special]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

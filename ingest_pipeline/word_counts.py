@@ -14,6 +14,7 @@ of this kind is always asked for whole texts."""
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Sequence
@@ -38,7 +39,7 @@ class WordCounter:
     LONGEST = 64
 
     def __init__(self, tokenizer) -> None:
-        self._tokenizer = tokenizer
+        self.tokenizer = tokenizer
         self._by_words = _is_bert(tokenizer)
         self._known: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -46,7 +47,7 @@ class WordCounter:
     def _tokenize(self, texts: list[str]) -> list[int]:
         if not texts:
             return []
-        return [len(e.ids) for e in self._tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
+        return [len(e.ids) for e in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
 
     def counts(self, texts: Sequence[str]) -> list[int]:
         if not self._by_words:
@@ -65,3 +66,16 @@ class WordCounter:
                 if len(word) > self.LONGEST:
                     del known[word]
             return out
+
+
+@functools.lru_cache(maxsize=4)
+def counter_for(tokenizer_path: str) -> WordCounter:
+    """The process's one counter for a tokenizer file, over a tokenizer of its own that
+    neither truncates nor pads (so no caller ever changes those settings under another).
+    The embedder's counts and pdf@4's packing share it, and so its words."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(tokenizer_path)
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return WordCounter(tokenizer)

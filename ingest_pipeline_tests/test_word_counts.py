@@ -1,4 +1,3 @@
-import pathlib
 import unicodedata
 
 import pytest
@@ -6,9 +5,8 @@ from tokenizers import Tokenizer, pre_tokenizers
 
 from ingest_pipeline.chunkers.passage import model_tokenizer
 from ingest_pipeline.embedding import MiniLMEmbedder
-from ingest_pipeline.word_counts import WordCounter
-
-CORPUS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "corpus"
+from ingest_pipeline.word_counts import WordCounter, counter_for
+from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
 
 
 def whole(tokenizer, texts):
@@ -46,6 +44,7 @@ def test_a_control_character_that_split_cuts_at_and_the_tokenizer_deletes_counts
         assert WordCounter(tokenizer).counts([text]) == whole(tokenizer, [text])
 
 
+@requires_corpus
 def test_counts_of_real_documents_equal_the_tokenizers_and_the_embedder_adds_its_two_specials():
     texts = []
     for path in sorted((CORPUS / "markdown-bench" / "files").rglob("*.md"))[:6]:
@@ -57,6 +56,8 @@ def test_counts_of_real_documents_equal_the_tokenizers_and_the_embedder_adds_its
     assert WordCounter(tokenizer).counts(texts) == whole(tokenizer, texts)
     embedder = MiniLMEmbedder()
     assert embedder.count_tokens(texts) == [n + 2 for n in whole(tokenizer, texts)]
+    # one counter per tokenizer file: the embedder's counts and pdf@4's share their words
+    assert counter_for(MiniLMEmbedder.tokenizer_path()).tokenizer is tokenizer
 
 
 def test_kept_words_stay_bounded_and_long_words_are_counted_but_not_kept():

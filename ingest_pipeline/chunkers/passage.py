@@ -36,7 +36,7 @@ from ingest_pipeline.contract import (
     PageOutput,
     validate_bbox,
 )
-from ingest_pipeline.word_counts import WordCounter
+from ingest_pipeline.word_counts import counter_for
 
 log = logging.getLogger(__name__)
 
@@ -82,22 +82,15 @@ class PassageConfig(ChunkerConfig):
         return self
 
 
-@functools.lru_cache(maxsize=1)
 def model_tokenizer():
     """The embedder's own tokenizer (no truncation), without loading the model."""
-    from tokenizers import Tokenizer
+    return _word_counter().tokenizer
 
+
+def _word_counter():
     from ingest_pipeline.embedding import MiniLMEmbedder
 
-    tokenizer = Tokenizer.from_file(MiniLMEmbedder.tokenizer_path())
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return tokenizer
-
-
-@functools.lru_cache(maxsize=1)
-def _word_counter() -> WordCounter:
-    return WordCounter(model_tokenizer())
+    return counter_for(MiniLMEmbedder.tokenizer_path())
 
 
 def count_tokens(texts: Sequence[str]) -> list[int]:
