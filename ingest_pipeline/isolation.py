@@ -58,6 +58,9 @@ def _start_worker(limit_bytes: int | None, parent_pid: int) -> None:
     # took 54.5 s of CPU on average with the pool against 48.8 s without it (four runs
     # of each, alternating; single runs vary by 10% on this machine).
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from ingest_pipeline.collector import fewer_collections
+
+    fewer_collections()
 
 
 class ParseWorker:

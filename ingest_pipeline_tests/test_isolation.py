@@ -245,3 +245,37 @@ def test_the_pages_step_reads_documents_side_by_side_and_a_corrupt_one_fails_alo
     chunked = query(pipeline.lake, "select distinct path from chunks where profile = 'retrieval'").to_pylist()
     assert {r["path"] for r in chunked} == set(texts)  # the later steps still had their worker
     assert not query(pipeline.lake, "select * from errors where stage like 'chunks/%'").to_pylist()
+
+
+def test_the_worker_collects_garbage_less_often_than_python_would():
+    import gc
+
+    from ingest_pipeline.collector import FIRST_GENERATION
+
+    worker = ParseWorker(timeout=60, memory_bytes=None)
+    try:
+        first, second, third = worker.call(gc.get_threshold)
+    finally:
+        worker.close()
+    assert first == FIRST_GENERATION > 700  # a spawned interpreter starts at (700, 10, 10)
+    assert (second, third) == (10, 10)
+
+
+def test_fewer_collections_only_ever_raises_the_first_threshold():
+    import gc
+
+    from ingest_pipeline.collector import FIRST_GENERATION, fewer_collections
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        fewer_collections()
+        assert gc.get_threshold() == (FIRST_GENERATION, 10, 10)
+        gc.set_threshold(4 * FIRST_GENERATION, 5, 3)  # a higher setting someone chose stays
+        fewer_collections()
+        assert gc.get_threshold() == (4 * FIRST_GENERATION, 5, 3)
+        gc.set_threshold(0, 10, 10)  # a collector switched off stays off
+        fewer_collections()
+        assert gc.get_threshold() == (0, 10, 10)
+    finally:
+        gc.set_threshold(*before)
