@@ -15,7 +15,8 @@ project (as a run process has them), sets the thresholds, then does one of two j
 The anchor (Python's thresholds, 700/10/10) and ``fewer_collections`` alternate, the anchor
 first in odd rounds. The report gives each job's process CPU seconds, the seconds spent
 inside collections (``gc.callbacks``), how many collections ran, and the medians' ratio.
-Nothing is written but the rebuilt chunk maps, which come out equal.
+The chunk-map job rewrites every chunk map (the same chunks, stamped with the run id
+"bench"), so give it a copy of a root.
 """
 
 from __future__ import annotations
