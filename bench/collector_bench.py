@@ -22,6 +22,7 @@ The chunk-map job rewrites every chunk map (the same chunks, stamped with the ru
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -36,21 +37,19 @@ JOBS = ("claims", "chunk_maps")
 MODES = ("python", "fewer")
 
 
-def _timed_collections() -> list[float]:
-    import gc
+class Collections:
+    """The seconds spent inside collections and how many ran, from ``gc.callbacks``."""
 
-    spent = [0.0, 0.0]  # seconds inside collections, collections
-    started = [0.0]
+    def __init__(self) -> None:
+        self.seconds, self.count, self._started = 0.0, 0, 0.0
+        gc.callbacks.append(self._track)
 
-    def track(phase: str, _info: dict) -> None:
+    def _track(self, phase: str, _info: dict) -> None:
         if phase == "start":
-            started[0] = time.perf_counter()
+            self._started = time.perf_counter()
         else:
-            spent[0] += time.perf_counter() - started[0]
-            spent[1] += 1
-
-    gc.callbacks.append(track)
-    return spent
+            self.seconds += time.perf_counter() - self._started
+            self.count += 1
 
 
 def _claims(data: str):
@@ -105,15 +104,13 @@ def measure(job: str, mode: str, data: str) -> dict:
     run = _claims(data) if job == "claims" else _chunk_maps(data)
     if mode == "fewer":
         fewer_collections()
-    import gc
-
     threshold = gc.get_threshold()
-    spent = _timed_collections()
+    collections = Collections()
     started = time.process_time()
     run()
     return {"job": job, "mode": mode, "threshold": list(threshold),
             "cpu_seconds": round(time.process_time() - started, 2),
-            "collection_seconds": round(spent[0], 2), "collections": int(spent[1])}
+            "collection_seconds": round(collections.seconds, 2), "collections": collections.count}
 
 
 def main() -> int:

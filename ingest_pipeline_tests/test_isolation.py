@@ -279,3 +279,23 @@ def test_fewer_collections_only_ever_raises_the_first_threshold():
         assert gc.get_threshold() == (0, 10, 10)
     finally:
         gc.set_threshold(*before)
+
+
+def test_every_batch_asset_raises_the_threshold_of_the_process_that_runs_it():
+    import gc
+
+    from types import SimpleNamespace
+
+    from dagster import AssetKey
+
+    from ingest_pipeline.assets.common import for_each_document
+    from ingest_pipeline.collector import FIRST_GENERATION
+
+    context = SimpleNamespace(asset_key=AssetKey("probe"))  # all it reads when there is no document
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)  # as a run process the daemon launched starts
+        assert for_each_document(context, [], lambda key: None) == []
+        assert gc.get_threshold() == (FIRST_GENERATION, 10, 10)
+    finally:
+        gc.set_threshold(*before)
