@@ -58,7 +58,7 @@ PAGE_LINES = pa.schema([
     ("bbox", BBOX),
 ])
 
-_PIECE_FIELDS = [
+PIECE_FIELDS = [
     ("text", pa.string()),
     ("image", pa.binary()),
     ("bbox", BBOX),
@@ -77,7 +77,7 @@ CLAIMS = pa.schema([
     ("config_hash", pa.string()),
     ("page", pa.int32()),
     ("piece", pa.int32()),
-    *_PIECE_FIELDS,
+    *PIECE_FIELDS,
     ("source_sha256", pa.string()),
     ("run_id", pa.string()),
 ])
@@ -90,7 +90,7 @@ CHUNKS = pa.schema([
     ("path", pa.string()),
     ("page", pa.int32()),
     ("index", pa.int32()),
-    *_PIECE_FIELDS,
+    *PIECE_FIELDS,
     ("chars", pa.int32()),
     ("tokens", pa.int32()),
     ("chunker", pa.string()),

@@ -287,6 +287,9 @@ def test_a_claim_the_parse_worker_hands_back_is_the_claim_the_chunker_answered(d
     Arrow table: the stored pieces are the chunker's own answer (asked here, in the test's
     process), the claim's content hash is the one its rows give, and the pieces a served
     version keeps for the model are the stored ones."""
+    import pyarrow as pa
+
+    from ingest_pipeline import tables
     from ingest_pipeline.contract import SourceBytes
     from ingest_pipeline.isolation import ParseWorker
     from ingest_pipeline.stages.claims import _claim_content
@@ -310,7 +313,8 @@ def test_a_claim_the_parse_worker_hands_back_is_the_claim_the_chunker_answered(d
             assert outcome.kept["pieces"] == stored, ref
             rows = [{"page": a.page, "piece": n, **piece_row(piece)}
                     for a in answer for n, piece in enumerate(a.pieces)]
-            assert meta["content"] == _claim_content(rows, sorted(by_page), None, info.ref, info.config_hash), ref
+            table = pa.Table.from_pylist(rows, schema=tables.CLAIMS)
+            assert meta["content"] == _claim_content(table, sorted(by_page), None, info.ref, info.config_hash), ref
             assert meta["claimed_pages"] == [1, 2] and meta["summary"]["pieces"] == len(rows), ref
     finally:
         worker.close()
@@ -360,3 +364,33 @@ def test_the_served_rows_carry_the_vectors_the_model_gave_their_texts(data_dir):
     for row, expected in zip(stored, model):
         assert np.allclose(row["vector"], expected, atol=1e-6), row["chunk_id"]
         assert np.array_equal(np.asarray(by_id[row["chunk_id"]], np.float32), np.asarray(row["vector"], np.float32))
+
+
+def test_a_claims_content_hash_follows_its_pieces_and_not_its_stamp():
+    """The content hash is what the chunk map's fingerprint takes from a claim: the same
+    pieces under another run id or document give the same hash, a change to any piece
+    column (text, image, box, role, meta, header path) or to the claimed pages another."""
+    import pyarrow as pa
+
+    from ingest_pipeline import tables
+    from ingest_pipeline.contract import ChunkPiece
+    from ingest_pipeline.stages.claims import _claim_content
+    from ingest_pipeline.store import piece_row
+
+    pieces = [ChunkPiece(text="Revenue rose 4%.", bbox=(0.1, 0.1, 0.5, 0.2), header_path=("Results",),
+                         meta={"lines": 1}),
+              ChunkPiece(text=None, image=b"\x89PNG fake", bbox_reason="no_geometry", content_type="image")]
+
+    def content(stamp, changed=None, pages=(1,)):
+        rows = [{**stamp, "page": 1, "piece": n, **piece_row(piece), **((changed or {}) if n == 0 else {})}
+                for n, piece in enumerate(pieces)]
+        return _claim_content(pa.Table.from_pylist(rows, schema=tables.CLAIMS), list(pages), None, "pdf@4", "cfg")
+
+    first = content({"run_id": "a", "document_id": "d1"})
+    assert first == content({"run_id": "b", "document_id": "d2", "source_sha256": "f" * 64})
+    changes = [{"text": "Revenue rose 5%."}, {"image": b"other"}, {"bbox": {"x0": 0.1, "y0": 0.1, "x1": 0.5, "y1": 0.3}},
+               {"role": "heading"}, {"meta": '{"lines": 2}'}, {"header_path": ["Results", "Q4"]}]
+    hashes = {content({"run_id": "a"}, change) for change in changes} | {content({"run_id": "a"}, pages=(1, 2))}
+    assert first not in hashes and len(hashes) == len(changes) + 1
+    empty = tables.CLAIMS.empty_table()
+    assert _claim_content(empty, [], None, "pdf@4", "cfg") == _claim_content(empty, [], None, "pdf@4", "other")

