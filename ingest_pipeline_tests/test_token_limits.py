@@ -265,7 +265,8 @@ def test_a_long_table_split_at_the_token_limit_keeps_headers_cells_ids_and_offse
 
 def test_counting_and_splitting_see_one_window_at_a_time(embedder):
     """A long page is tokenized in windows: no tokenizer call sees more than MAX_WINDOW
-    characters, and the counts and parts equal a whole-text tokenization's."""
+    characters, and the counts and parts equal a whole-text tokenization's. A text under
+    MAX_WINDOW is counted by the embedder's counter, asking for no offsets."""
     from ingest_pipeline.token_limits import MAX_WINDOW, bounded_counts, count_tokens, over_limit
 
     text = " ".join(f"Line {i} of the long page about pumps, valves and zone {i % 9}." for i in range(20000))
@@ -284,6 +285,9 @@ def test_counting_and_splitting_see_one_window_at_a_time(embedder):
     assert bounded_counts(offsets, ["short one", text[:200000]], embedder.count_tokens) == [
         embedder.count_tokens(["short one"])[0], whole + 2]
     seen.clear()
+    middle = text[:20000]  # over the first window, under MAX_WINDOW: the counter counts it
+    assert bounded_counts(offsets, [middle], embedder.count_tokens) == [len(embedder.token_offsets(middle)) + 2]
+    assert not seen
     piece = ChunkPiece(text=text[:300000], bbox_reason="no_geometry")
     parts = split_to_limit(piece, offsets, embedder.max_tokens)
     assert max(seen) <= MAX_WINDOW
