@@ -216,3 +216,32 @@ def test_table_in_the_right_column_is_read_in_that_column():
     assert got[0] == ("paragraph", "left")
     assert [g for g in got if g[1] != "left"] == [("paragraph", "Right"), ("table", "Name"), ("paragraph", "Right")]
     assert got.index(("table", "Name")) > max(i for i, g in enumerate(got) if g[1] == "left")
+
+
+def test_the_rule_walk_counts_text_objects_toward_its_cap_and_finds_rules_after_them():
+    """``page_rules`` passes over text objects without visiting them, yet counts them
+    toward its cap on objects per page: 30 text runs then a rule, the rule is found with
+    a cap of 31 objects and not with a cap of 30."""
+    import ctypes
+
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as raw
+
+    from ingest_pipeline.layout.frames import page_frame
+    from ingest_pipeline.layout.ruled_tables import page_rules
+
+    w = PdfWriter()
+    page = w.page()
+    for i in range(30):
+        page.text(72, 700 - 12 * i, f"line {i}", 10)
+    page.line(72, 300, 400, 300)
+    pdf = pdfium.PdfDocument(w.to_bytes())
+    try:
+        loaded = pdf[0]
+        frame = page_frame(loaded)
+        found = page_rules(loaded, frame, raw, ctypes, max_objects=31)
+        assert [(r.horizontal, round(r.a), round(r.b)) for r in found] == [(True, 72, 400)]
+        assert page_rules(loaded, frame, raw, ctypes, max_objects=30) == []
+        loaded.close()
+    finally:
+        pdf.close()

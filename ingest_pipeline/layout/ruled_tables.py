@@ -4,6 +4,7 @@ characters that fall in each cell (pdf@3). Callers hold ``PDFIUM_LOCK``."""
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -54,18 +55,16 @@ def page_rules(page, frame: PageFrame, raw, ctypes, max_objects: int = 20000, ma
     seen = [0]
     # The per-object calls go through unchecked functions (see fast_function); the
     # rarer per-segment calls through pypdfium2's checked ones, which want typed handles.
-    get_object = fast_function(raw, ctypes, "FPDFPage_GetObject", ctypes.c_void_p)
+    handle_type = _handle_type(ctypes)
+    get_object = fast_function(raw, ctypes, "FPDFPage_GetObject", handle_type)
     get_type = fast_function(raw, ctypes, "FPDFPageObj_GetType", ctypes.c_int)
     get_bounds = fast_function(raw, ctypes, "FPDFPageObj_GetBounds", ctypes.c_int)
     form_count = fast_function(raw, ctypes, "FPDFFormObj_CountObjects", ctypes.c_int)
-    form_object = fast_function(raw, ctypes, "FPDFFormObj_GetObject", ctypes.c_void_p)
+    form_object = fast_function(raw, ctypes, "FPDFFormObj_GetObject", handle_type)
     fast = get_object is not raw.FPDFPage_GetObject
     page_handle = ctypes.c_void_p(ctypes.cast(page.raw, ctypes.c_void_p).value) if fast else page.raw
     PATH, FORM = raw.FPDF_PAGEOBJ_PATH, raw.FPDF_PAGEOBJ_FORM
     identity = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
-
-    def handle(h):
-        return ctypes.c_void_p(h) if fast else h
 
     def typed(obj):
         return ctypes.cast(obj, raw.FPDF_PAGEOBJECT) if fast else obj
@@ -88,7 +87,7 @@ def page_rules(page, frame: PageFrame, raw, ctypes, max_objects: int = 20000, ma
             for k in range(form_count(obj)):
                 child = form_object(obj, k)
                 if child:
-                    visit(handle(child), m)
+                    visit(child, m)
             return
         if kind != PATH or not get_bounds(obj, *refs):
             return
@@ -133,10 +132,23 @@ def page_rules(page, frame: PageFrame, raw, ctypes, max_objects: int = 20000, ma
     for i in range(count):
         obj = get_object(page_handle, i)
         if obj:
-            visit(handle(obj), identity)
+            # Most of a page's objects are text: counted here, not visited.
+            kind = get_type(obj)
+            if kind == PATH or kind == FORM:
+                visit(obj, identity)
+            else:
+                seen[0] += 1
         if seen[0] > max_objects:
             break
     return rules
+
+
+@functools.lru_cache(maxsize=1)
+def _handle_type(ctypes):
+    """A pointer type for PDFium's object handles: a function whose result type is a
+    subclass of ``c_void_p`` hands back instances of it (not ints), which the unchecked
+    calls take as they are, with no wrapping per object."""
+    return type("PdfiumHandle", (ctypes.c_void_p,), {})
 
 
 def _segment(rules: list[Rule], p, q) -> None:
