@@ -219,3 +219,57 @@ def test_a_lone_number_that_does_not_count_pages_stays_in_the_text():
     texts = ["\n".join(p.text for p in page.pieces) for page in answer]
     assert texts[0].endswith("4\n2") and texts[1].endswith("x") and texts[2].endswith("31")
     assert all(o["role"] != "page_footer" for page in answer for p in page.pieces for o in p.meta.get("left_out", []))
+
+
+def test_the_row_index_finds_a_line_sharing_a_row_exactly_as_a_walk_over_the_page_does():
+    """``_alone_in_row`` looks only at the lines whose tops lie near a line's own (by
+    bisection); over random pages, tall lines reaching far up, touching rows and a line
+    of negative height among them, its answer equals the plain walk over every line."""
+    import random
+
+    from ingest_pipeline.chunkers.passage import _alone_in_row, _Rows
+    from ingest_pipeline.layout.lines import Line
+    from ingest_pipeline.layout.paragraphs import Paragraph
+
+    def walk(par, lines) -> bool:
+        own = {id(ln) for ln in par.lines}
+        return not any(id(ln) not in own
+                       and min(ln.y1, mine.y1) - max(ln.y0, mine.y0) > 0.5 * min(mine.y1 - mine.y0, ln.y1 - ln.y0)
+                       for mine in par.lines for ln in lines)
+
+    rng = random.Random(7)
+    answers = {True: 0, False: 0}
+    for page in range(300):
+        lines = []
+        for _ in range(rng.randint(1, 40)):
+            y0 = rng.uniform(0, 800)
+            height = rng.choice([10.0, 12.0, rng.uniform(0, 90)])
+            lines.append(Line("x", 0.0, y0, 50.0, y0 + height, 0, height))
+        if page % 50 == 0:
+            lines.append(Line("odd", 0.0, 400.0, 50.0, 390.0, 0, 10.0))  # negative height: the whole walk
+        rows = _Rows(lines)
+        for _ in range(5):
+            par = Paragraph(lines=rng.sample(lines, rng.randint(1, min(3, len(lines)))))
+            expected = walk(par, lines)
+            assert _alone_in_row(par, rows) == expected
+            answers[expected] += 1
+    assert answers[True] > 100 and answers[False] > 100  # both answers were exercised
+
+
+def test_a_kept_weights_list_is_handed_out_as_a_copy():
+    """The page extras memo gives every caller its own list: changing one changes neither
+    the memo nor the next caller's."""
+    from ingest_pipeline.chunkers.pdf import PageExtrasMemo
+
+    memo = PageExtrasMemo()
+    weights = [400, 700, 400]
+    memo.put((b"doc", 1, "weights"), weights, 88)
+    weights.append(900)
+    first = memo.get((b"doc", 1, "weights"))
+    assert first == [400, 700, 400]
+    first[0] = 100
+    assert memo.get((b"doc", 1, "weights")) == [400, 700, 400]
+    nested = {"grid": [[1, 2]]}
+    memo.put((b"doc", 1, "grids"), nested, 200)
+    memo.get((b"doc", 1, "grids"))["grid"][0].append(3)
+    assert memo.get((b"doc", 1, "grids")) == {"grid": [[1, 2]]}

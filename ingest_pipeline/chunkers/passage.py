@@ -20,6 +20,7 @@ import functools
 import logging
 import re
 import statistics
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -322,12 +323,32 @@ def _is_heading_text(text: str, words: int) -> bool:
                 and not stripped.endswith((",", ";", ":")) and not (n > 6 and stripped.endswith(".")))
 
 
-def _alone_in_row(par, lines) -> bool:
+class _Rows:
+    """A page's lines by their tops, so the lines that can share a row with a given line
+    are found by bisection instead of a walk over the whole page: with no line taller
+    than ``tallest``, a line overlapping ``mine`` vertically starts within ``tallest``
+    above it (a point more, against rounding). Pages with a line of negative (or no)
+    height keep the whole walk."""
+
+    def __init__(self, lines) -> None:
+        self.lines = sorted(lines, key=lambda ln: ln.y0)
+        self.tops = [ln.y0 for ln in self.lines]
+        heights = [ln.y1 - ln.y0 for ln in self.lines]
+        self.tallest = max(heights, default=0.0)
+        self.whole = any(not h >= 0 for h in heights)
+
+    def near(self, mine):
+        if self.whole:
+            return self.lines
+        return self.lines[bisect_left(self.tops, mine.y0 - self.tallest - 1.0):bisect_right(self.tops, mine.y1)]
+
+
+def _alone_in_row(par, rows: _Rows) -> bool:
     """No other line shares a row with the paragraph's lines (a table's column labels do)."""
     own = {id(ln) for ln in par.lines}
     for mine in par.lines:
         height = mine.y1 - mine.y0
-        for ln in lines:
+        for ln in rows.near(mine):
             if id(ln) not in own and min(ln.y1, mine.y1) - max(ln.y0, mine.y0) > 0.5 * min(height, ln.y1 - ln.y0):
                 return False
     return True
@@ -358,6 +379,7 @@ def pdf_regions(lines, frame, running: set[int], grids, weights: Sequence[int], 
     body_bold = bool(by_weight) and max(by_weight, key=by_weight.get) >= 600
     regions: list[Region] = []
     left_out = []
+    rows = None
     for par in pars:
         box = frame.normalize(par.box)
         if par.role in _RUNNING:
@@ -369,7 +391,7 @@ def pdf_regions(lines, frame, running: set[int], grids, weights: Sequence[int], 
         larger = body_size > 0 and size >= config.heading_size * body_size
         level = 0.0
         if (len(par.lines) <= 3 and first.direction == 0 and _is_heading_text(par.text, config.max_heading_words)
-                and _alone_in_row(par, kept)):
+                and _alone_in_row(par, rows := rows or _Rows(kept))):
             if larger or (bold and not body_bold and size >= 0.97 * body_size):  # not a small bold label
                 level = size / (body_size or size) + (0.05 if bold else 0.0)
         role = "heading" if level else "paragraph"
