@@ -245,3 +245,21 @@ def test_the_rule_walk_counts_text_objects_toward_its_cap_and_finds_rules_after_
         loaded.close()
     finally:
         pdf.close()
+
+
+def test_an_unchecked_pdfium_function_keeps_the_result_type_each_caller_asked_for():
+    """``fast_function`` keeps a function per name and result type: the rule walk's
+    handle type for ``FPDFPage_GetObject`` survives another caller asking for plain
+    ``c_void_p`` (ints back, which the unchecked calls would cut to 32 bits)."""
+    import ctypes
+
+    import pypdfium2.raw as raw
+
+    from ingest_pipeline.layout.pdfium_text import fast_function
+    from ingest_pipeline.layout.ruled_tables import _handle_type
+
+    plain = fast_function(raw, ctypes, "FPDFPage_GetObject", ctypes.c_void_p)
+    handles = fast_function(raw, ctypes, "FPDFPage_GetObject", _handle_type(ctypes))
+    assert plain.restype is ctypes.c_void_p
+    assert handles.restype is _handle_type(ctypes)
+    assert fast_function(raw, ctypes, "FPDFPage_GetObject", ctypes.c_void_p) is plain

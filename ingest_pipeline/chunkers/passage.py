@@ -379,7 +379,7 @@ def pdf_regions(lines, frame, running: set[int], grids, weights: Sequence[int], 
     body_bold = bool(by_weight) and max(by_weight, key=by_weight.get) >= 600
     regions: list[Region] = []
     left_out = []
-    rows = None
+    rows = _Rows(kept)
     for par in pars:
         box = frame.normalize(par.box)
         if par.role in _RUNNING:
@@ -391,7 +391,7 @@ def pdf_regions(lines, frame, running: set[int], grids, weights: Sequence[int], 
         larger = body_size > 0 and size >= config.heading_size * body_size
         level = 0.0
         if (len(par.lines) <= 3 and first.direction == 0 and _is_heading_text(par.text, config.max_heading_words)
-                and _alone_in_row(par, rows := rows or _Rows(kept))):
+                and _alone_in_row(par, rows)):
             if larger or (bold and not body_bold and size >= 0.97 * body_size):  # not a small bold label
                 level = size / (body_size or size) + (0.05 if bold else 0.0)
         role = "heading" if level else "paragraph"

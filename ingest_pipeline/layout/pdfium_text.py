@@ -31,13 +31,15 @@ from ingest_pipeline.layout.lines import (
 )
 from ingest_pipeline.layout.reading_order import order_lines
 
-_FAST: dict[str, object] = {}
+_FAST: dict[tuple[str, object], object] = {}
 
 
 def fast_function(raw, ctypes, name: str, restype):
     """A PDFium function without ctypes argument conversion (about 3x cheaper per call,
-    which matters at one call per rect); the checked binding when that is unavailable."""
-    fn = _FAST.get(name)
+    which matters at one call per rect); the checked binding when that is unavailable.
+    Kept per name and result type: each is a function object of its own, so asking for
+    another result type never changes what an earlier caller gets back."""
+    fn = _FAST.get((name, restype))
     if fn is None:
         try:
             from pypdfium2_raw import bindings
@@ -46,7 +48,7 @@ def fast_function(raw, ctypes, name: str, restype):
             fn.restype = restype
         except Exception:  # noqa: BLE001 - fall back to pypdfium2's checked binding
             fn = getattr(raw, name)
-        _FAST[name] = fn
+        _FAST[name, restype] = fn
     return fn
 
 
