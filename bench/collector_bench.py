@@ -99,7 +99,7 @@ def measure(job: str, mode: str, data: str) -> dict:
     import dagster  # noqa: F401 - a run process has Dagster loaded; a full collection walks it too
 
     import ingest_pipeline.definitions  # noqa: F401
-    from ingest_pipeline.collector import fewer_collections
+    from ingest_pipeline.runtime.collector import fewer_collections
 
     run = _claims(data) if job == "claims" else _chunk_maps(data)
     if mode == "fewer":

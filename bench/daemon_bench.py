@@ -48,7 +48,7 @@ def served_documents(data: Path) -> set[str]:
 def sensor_runs(home: Path) -> list:
     from dagster import RunsFilter
 
-    from ingest_pipeline.instance import instance_for
+    from ingest_pipeline.instance.home import instance_for
 
     instance = instance_for(str(home))
     try:
@@ -99,7 +99,7 @@ def through_cli(data: Path) -> float:
     sources = data / "sources"
     drop_eight(sources)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ingest_pipeline.cli", "--data", str(data), "ingest", "--json"],
+    subprocess.run([sys.executable, "-m", "ingest_pipeline.commands.cli", "--data", str(data), "ingest", "--json"],
                    check=True, capture_output=True, cwd=ROOT, env={**os.environ, "INGEST_DATA": str(data)})
     return round(time.perf_counter() - started, 1)
 

@@ -45,7 +45,7 @@ def passages(count: int) -> list[str]:
 
 
 def one(setting: str, count: int) -> dict:
-    from ingest_pipeline.embedding import MiniLMEmbedder
+    from ingest_pipeline.embedding.minilm import MiniLMEmbedder
 
     workers, threads, batch = (int(x) for x in setting.split(":"))
     embedder = MiniLMEmbedder(batch_size=batch, threads=threads or None, workers=workers)

@@ -30,7 +30,7 @@ def bare_embed(texts: list[str], batch: int = 32) -> np.ndarray:
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
-    from ingest_pipeline.embedding import MiniLMEmbedder
+    from ingest_pipeline.embedding.minilm import MiniLMEmbedder
 
     tokenizer = Tokenizer.from_file(MiniLMEmbedder.tokenizer_path())
     tokenizer.enable_truncation(max_length=256)
@@ -56,9 +56,9 @@ def main() -> int:
     args = parser.parse_args()
 
     from ingest_pipeline import stages
-    from ingest_pipeline.catalog import query
+    from ingest_pipeline.storage.catalog import query
     from ingest_pipeline.resources import parts_for
-    from ingest_pipeline.runner import ingest
+    from ingest_pipeline.commands.ingest import ingest
 
     data = Path(args.keep or tempfile.mkdtemp(prefix="ingest-bench-")) / "data"
     if data.exists():

@@ -24,12 +24,12 @@ MiB = 1024 * 1024
 _CASE = r"""
 import json, os, sys
 from ingest_pipeline.documents import collect
-from ingest_pipeline.isolation import ParseWorker
+from ingest_pipeline.runtime.isolation import ParseWorker
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.readers import reader_ids
 from ingest_pipeline.settings import load_settings
 from ingest_pipeline.stages import guarded, observe_source, read_document, run_chunker
-from ingest_pipeline.store import Store
+from ingest_pipeline.storage.store import Store
 
 def hwm(pid="self"):
     return next(int(l.split()[1]) for l in open(f"/proc/{pid}/status") if l.startswith("VmHWM")) * 1024

@@ -42,7 +42,7 @@ def graphs(folder: Path) -> dict[str, str]:
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.transformers.optimizer import optimize_model
 
-    from ingest_pipeline.embedding import MiniLMEmbedder
+    from ingest_pipeline.embedding.minilm import MiniLMEmbedder
 
     wheel = MiniLMEmbedder.model_path()
     basic = folder / "basic.onnx"
@@ -61,7 +61,7 @@ def graphs(folder: Path) -> dict[str, str]:
 def embed(path: str, texts: list[str]):
     """The project's embedder (length-sorted batches of 4, one one-thread session,
     pooling and norm) on the graph at ``path``: its model threads' CPU and the vectors."""
-    from ingest_pipeline.embedding import MiniLMEmbedder
+    from ingest_pipeline.embedding.minilm import MiniLMEmbedder
 
     class OnGraph(MiniLMEmbedder):
         def model_path(self) -> str:
@@ -82,7 +82,7 @@ def main() -> int:
     parser.add_argument("--out")
     args = parser.parse_args()
 
-    from ingest_pipeline.catalog import query
+    from ingest_pipeline.storage.catalog import query
     from ingest_pipeline.resources import parts_for
 
     p = parts_for(args.data)

@@ -130,7 +130,7 @@ def _tree_cpu() -> float:
 
 def _model_cpu() -> dict:
     """The usage of every model this process loaded (``embedding.minilm``), summed."""
-    from ingest_pipeline.embedding import _LOADED
+    from ingest_pipeline.embedding.minilm import _LOADED
 
     total: dict = {}
     for model in list(_LOADED.values()):
@@ -157,7 +157,7 @@ def phase_plain(pdfs: list[str], work: str) -> dict:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
     from lancedb.index import FTS
 
-    from ingest_pipeline.embedding import MiniLMEmbedder
+    from ingest_pipeline.embedding.minilm import MiniLMEmbedder
 
     embedder = MiniLMEmbedder(batch_size=16)
     embedder.embed(["warm up"])
@@ -200,9 +200,9 @@ def phase_plain(pdfs: list[str], work: str) -> dict:
 
 
 def phase_ingest(pdfs_dir: str, data: str) -> dict:
-    from ingest_pipeline.catalog import query
+    from ingest_pipeline.storage.catalog import query
     from ingest_pipeline.resources import parts_for
-    from ingest_pipeline.runner import ingest
+    from ingest_pipeline.commands.ingest import ingest
 
     children = ChildPeaks()
     p = parts_for(data)
@@ -224,7 +224,7 @@ def phase_ingest(pdfs_dir: str, data: str) -> dict:
 
 
 def _step_seconds(data: str, run_ids: list[str]) -> dict:
-    from ingest_pipeline.instance import instance_for
+    from ingest_pipeline.instance.home import instance_for
 
     instance = instance_for(os.path.join(data, "dagster_home"))
     totals: dict[str, float] = {}
@@ -240,8 +240,8 @@ def phase_bare(data: str) -> dict:
     """The served profile's distinct embedding texts through the model alone (tokenizer and
     ONNX sessions, length-sorted batches), run as the ingest runs it (its settings'
     ``embed_batch``, ``embed_workers``, ``embed_threads``)."""
-    from ingest_pipeline.catalog import query
-    from ingest_pipeline.embedding import MiniLMEmbedder
+    from ingest_pipeline.storage.catalog import query
+    from ingest_pipeline.embedding.minilm import MiniLMEmbedder
     from ingest_pipeline.resources import parts_for
 
     p = parts_for(data)

@@ -80,7 +80,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from ingest_pipeline import media_types as mt
-    from ingest_pipeline.chunkers.pdf import (
+    from ingest_pipeline.chunkers.pdf.page_layer import (
         PdfLinesChunker,
         PdfParagraphsChunker,
         PdfTablesChunker,

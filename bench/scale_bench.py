@@ -98,7 +98,7 @@ def main() -> None:
         # Local disk, one run: the anchor (SQLite instance of the storage root).
         local = tmp / "local" / "data"
         (local / "sources").mkdir(parents=True)
-        from ingest_pipeline.instance import ensure_dagster_home
+        from ingest_pipeline.instance.home import ensure_dagster_home
 
         results.append(ingest_case("local disk, 1 run", str(local), {}, ensure_dagster_home(str(local / "dagster_home")),
                                    False, tmp))

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def listing(n: int, touched: dict[int, int] | None = None, skip: set[int] | None = None):
-    from ingest_pipeline.shards import Listed
+    from ingest_pipeline.storage.shards import Listed
 
     touched, skip = touched or {}, skip or set()
     base = 1_700_000_000_000_000_000
@@ -52,11 +52,11 @@ def main() -> None:
     from dagster._core.test_utils import create_run_for_test
 
     from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB
-    from ingest_pipeline.instance import instance_for
+    from ingest_pipeline.instance.home import instance_for
     from ingest_pipeline.partitions import DOCUMENTS
     from ingest_pipeline.resources import parts_for
-    from ingest_pipeline.shard_sensor import MAX_SHARDS_PER_TICK, evaluate_shards
-    from ingest_pipeline.shards import ShardScheme, read_manifest, source_document_id
+    from ingest_pipeline.sensors.shard_mode import MAX_SHARDS_PER_TICK, evaluate_shards
+    from ingest_pipeline.storage.shards import ShardScheme, read_manifest, source_document_id
 
     data = Path(tempfile.mkdtemp(prefix="shard-bench-")) / "data"
     (data / "sources").mkdir(parents=True)

@@ -105,9 +105,9 @@ def _asset_work(instance, run_ids: list[str]) -> dict[str, dict[str, int]]:
 
 
 def bench_incremental(scratch: Path) -> dict:
-    from ingest_pipeline.instance import instance_for
+    from ingest_pipeline.instance.home import instance_for
     from ingest_pipeline.resources import parts_for
-    from ingest_pipeline.runner import ingest
+    from ingest_pipeline.commands.ingest import ingest
 
     data = _fresh(scratch, "incremental") / "data"
     data.mkdir()
@@ -144,7 +144,7 @@ def bench_incremental(scratch: Path) -> dict:
 
 
 def _chunk_texts(p) -> dict[str, str]:
-    from ingest_pipeline.catalog import query
+    from ingest_pipeline.storage.catalog import query
 
     rows = query(p.lake, "select chunk_id, coalesce(embed_text, text) as t from chunks where text is not null")
     return dict(zip(rows.column("chunk_id").to_pylist(), rows.column("t").to_pylist()))
@@ -178,13 +178,13 @@ def plain_loop(p, folder: Path, batch: int | None = None) -> dict:
     picture, ``stages.index.index_findings``) are library calls too, and run here as there;
     what only Dagster does (events, metadata values, run records) is what the ratio weighs."""
     from ingest_pipeline import stages
-    from ingest_pipeline.catalog import build_catalog
+    from ingest_pipeline.storage.catalog import build_catalog
     from ingest_pipeline.documents import collect
     from ingest_pipeline.stages.chunk_map import chunk_map_findings, page_picture
     from ingest_pipeline.stages.claims import claim_findings
     from ingest_pipeline.stages.index import index_findings
 
-    from ingest_pipeline.isolation import ParseWorker
+    from ingest_pipeline.runtime.isolation import ParseWorker
 
     parser = ParseWorker(p.settings.parse_timeout, p.settings.parse_memory_bytes)
     batch = batch or p.settings.run_batch
@@ -252,8 +252,8 @@ def _orchestration(base: Path, folder: Path, repeats: int) -> dict:
     first, then Dagster first, ...) so neither side always pays the process's first imports
     and a cold page cache; the figure is the ratio of the two sides' medians, with every
     pair's seconds beside it (one pair alone varies by 10-15% on this machine)."""
-    from ingest_pipeline.catalog import query
-    from ingest_pipeline.runner import ingest
+    from ingest_pipeline.storage.catalog import query
+    from ingest_pipeline.commands.ingest import ingest
 
     _warm_up(base, folder)
     pairs, same = [], True
@@ -292,7 +292,7 @@ def _warm_up(base: Path, folder: Path) -> None:
     """One untimed pass of each side over the smallest file of every kind in ``folder``: the
     process's first imports, readers' set-up and the tokenizer's first load are paid here,
     not by whichever side the first pair happens to run first."""
-    from ingest_pipeline.runner import ingest
+    from ingest_pipeline.commands.ingest import ingest
 
     smallest: dict[str, Path] = {}
     for path in sorted(folder.rglob("*")):
@@ -323,7 +323,7 @@ def bench_dagster_alone(scratch: Path, batches=(25, 50, 100), repeats: int = 2) 
     fitted to a line: on this machine they are not clean enough to split into a cost per
     run and a cost per partition."""
     from ingest_pipeline import stages
-    from ingest_pipeline.runner import ingest
+    from ingest_pipeline.commands.ingest import ingest
     from ingest_pipeline.stages.common import Outcome
 
     base = _fresh(scratch, "dagster_alone")
@@ -359,7 +359,7 @@ def bench_sensor(scratch: Path, files: int = 10_000) -> dict:
     from dagster._core.test_utils import create_run_for_test
 
     from ingest_pipeline.definitions import build_definitions
-    from ingest_pipeline.instance import instance_for
+    from ingest_pipeline.instance.home import instance_for
     from ingest_pipeline.partitions import DOCUMENTS
     from ingest_pipeline.resources import IngestResource
 
@@ -435,9 +435,9 @@ def bench_duckdb(scratch: Path, rows: int = 1_000_000, documents: int = 1_000) -
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ingest_pipeline import tables
-    from ingest_pipeline.catalog import connect
-    from ingest_pipeline.lake import Lake
+    from ingest_pipeline.storage import tables
+    from ingest_pipeline.storage.catalog import connect
+    from ingest_pipeline.storage.lake import Lake
 
     root = _fresh(scratch, "duckdb")
     lake = Lake(str(root / "lake"))
@@ -497,7 +497,7 @@ def _lance_table(index, rows: int, dim: int, rng, batch: int = 50_000):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ingest_pipeline.vector_index import index_schema
+    from ingest_pipeline.storage.vector_index import index_schema
 
     words = np.array([f"term{i}" for i in range(20_000)])
     schema = index_schema(dim)
@@ -524,8 +524,8 @@ def _lance_table(index, rows: int, dim: int, rng, batch: int = 50_000):
 
 
 def bench_lancedb(scratch: Path, sizes=(100_000, 1_000_000), queries: int = 50) -> dict:
-    from ingest_pipeline import housekeeping
-    from ingest_pipeline.vector_index import VectorIndex
+    from ingest_pipeline.storage import housekeeping
+    from ingest_pipeline.storage.vector_index import VectorIndex
 
     dim = 384
     out = {}

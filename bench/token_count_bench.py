@@ -47,8 +47,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    from ingest_pipeline.chunkers.passage import model_tokenizer
-    from ingest_pipeline.word_counts import WordCounter
+    from ingest_pipeline.chunkers.pdf.passages import model_tokenizer
+    from ingest_pipeline.embedding.word_counts import WordCounter
 
     tokenizer = model_tokenizer()
     by_profile = documents(args.data)

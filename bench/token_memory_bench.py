@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import resource, sys, time
 sys.path.insert(0, {root!r})
-from ingest_pipeline.embedding import default_embedder
+from ingest_pipeline.embedding.minilm import default_embedder
 from ingest_pipeline.contract import ChunkPiece
-from ingest_pipeline.token_limits import split_to_limit
+from ingest_pipeline.embedding.token_limits import split_to_limit
 mb, mode = float(sys.argv[1]), sys.argv[2]
 sentence = "The irrigation valve in zone seven opens at dawn and closes before noon. "
 text = sentence * int(mb * 1024 * 1024 / len(sentence))

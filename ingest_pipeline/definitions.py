@@ -9,11 +9,11 @@ from ingest_pipeline.assets.common import lead_versions
 from ingest_pipeline.assets.evaluation import build_eval_asset
 from ingest_pipeline.assets.profiles import build_profile_assets
 from ingest_pipeline.assets.sources import pages, sources
-from ingest_pipeline.deployment import k8s_run_tags
+from ingest_pipeline.instance.run_tags import k8s_run_tags
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.resources import resources_for
-from ingest_pipeline.schedules import housekeeping_job, housekeeping_schedule
-from ingest_pipeline.sensors import build_source_sensor
+from ingest_pipeline.jobs import housekeeping_job, housekeeping_schedule
+from ingest_pipeline.sensors.folder import build_source_sensor
 from ingest_pipeline.settings import Settings, load_settings
 
 INGEST_JOB = "ingest_documents"

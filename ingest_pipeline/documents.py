@@ -7,12 +7,11 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ingest_pipeline import object_store
+from ingest_pipeline.storage import object_store
+from ingest_pipeline.storage.object_store import is_candidate
 from ingest_pipeline.identity import document_id
 from ingest_pipeline.settings import CONFIG_FILE, Settings
 
-_SKIP_NAMES = (".", "~$")
-_SKIP_SUFFIXES = (".tmp", ".part", ".crdownload", ".swp")
 
 
 @dataclass(frozen=True)
@@ -27,10 +26,6 @@ class DocumentEntry:
 
 class UntrustedSource(Exception):
     """A file the pipeline refuses to read: a symbolic link that leaves every trusted root."""
-
-
-def is_candidate(name: str) -> bool:
-    return not name.startswith(_SKIP_NAMES) and not name.endswith(_SKIP_SUFFIXES)
 
 
 def walk_files(folder: str) -> list[str]:

@@ -23,13 +23,13 @@ import numpy as np
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
-from ingest_pipeline.embedding import MiniLMEmbedder, minilm
-from ingest_pipeline.isolation import ParseWorker, kept
+from ingest_pipeline.embedding.minilm import MiniLMEmbedder, minilm
+from ingest_pipeline.runtime.isolation import ParseWorker, kept
 from ingest_pipeline.parts import Parts
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import Settings, load_settings
-from ingest_pipeline.store import Store
-from ingest_pipeline.vector_index import VectorIndex
+from ingest_pipeline.storage.store import Store
+from ingest_pipeline.storage.vector_index import VectorIndex
 
 
 class IngestResource(ConfigurableResource):

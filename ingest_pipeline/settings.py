@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingest_pipeline import object_store
-
+from ingest_pipeline.storage import object_store
 CONFIG_FILE = "ingest_pipeline.toml"
 PASSWORDS_FILE = "passwords.toml"
 DEFAULT_PROFILE = "default"
@@ -88,7 +87,7 @@ class Settings:
     run_batch: int = 50
     run_retries: int = 2
     # What a partition of ``documents`` is: one document, or (large collections) a hash
-    # shard of document ids or a top-level folder. See ingest_pipeline.shards.
+    # shard of document ids or a top-level folder. See ingest_pipeline.storage.shards.
     partition_mode: str = "document"
     shard_count: int = 4096
 
@@ -96,7 +95,7 @@ class Settings:
     def shard_scheme(self):
         if self.partition_mode == "document":
             return None
-        from ingest_pipeline.shards import ShardScheme
+        from ingest_pipeline.storage.shard_keys import ShardScheme
 
         return ShardScheme(self.partition_mode, self.shard_count)
 

@@ -29,7 +29,7 @@ def sample_sources(data_dir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def embedder():
-    from ingest_pipeline.embedding import default_embedder
+    from ingest_pipeline.embedding.minilm import default_embedder
 
     return default_embedder()
 

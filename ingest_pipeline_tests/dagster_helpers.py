@@ -6,11 +6,11 @@ from pathlib import Path
 
 from ingest_pipeline.definitions import INGEST_JOB, build_definitions
 from ingest_pipeline.documents import collect
-from ingest_pipeline.instance import instance_for
+from ingest_pipeline.instance.home import instance_for
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import parts_for
-from ingest_pipeline.runner import QUIET
-from ingest_pipeline.sensors import range_tags
+from ingest_pipeline.commands.ingest import QUIET
+from ingest_pipeline.sensors.batches import range_tags
 
 
 def fresh_pipeline(data_dir: Path):

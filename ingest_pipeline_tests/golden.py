@@ -20,7 +20,7 @@ from typing import Any
 
 from ingest_pipeline.contract import ChunkPiece, PageChunks
 from ingest_pipeline.identity import canonical_json, document_id, sha256_bytes
-from ingest_pipeline.merge import Claim, merge_claims
+from ingest_pipeline.stages.merge import Claim, merge_claims
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 REGENERATE_ENV = "INGEST_REGENERATE_GOLDEN"

@@ -13,8 +13,8 @@ from dagster import DagsterInstance, execute_job, reconstructable
 
 from ingest_pipeline.definitions import INGEST_JOB, build_definitions
 from ingest_pipeline.resources import resources_for
-from ingest_pipeline.runner import QUIET
-from ingest_pipeline.sensors import range_tags
+from ingest_pipeline.commands.ingest import QUIET
+from ingest_pipeline.sensors.batches import range_tags
 from ingest_pipeline.settings import load_settings
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from dagster import AssetKey
 
-from ingest_pipeline.catalog import query
+from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.definitions import build_definitions
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import load_settings

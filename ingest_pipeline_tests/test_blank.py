@@ -4,9 +4,9 @@ failures."""
 
 from __future__ import annotations
 
-from ingest_pipeline.catalog import query
-from ingest_pipeline.runner import ingest
-from ingest_pipeline.summary import summary_text
+from ingest_pipeline.storage.catalog import query
+from ingest_pipeline.commands.ingest import ingest
+from ingest_pipeline.commands.summary import summary_text
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
 from ingest_pipeline_tests.pdf_writer import PdfWriter

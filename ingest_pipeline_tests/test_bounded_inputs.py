@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from ingest_pipeline.resources import parts_for
-from ingest_pipeline.runner import ingest
+from ingest_pipeline.commands.ingest import ingest
 from ingest_pipeline.settings import load_settings
 from ingest_pipeline_tests.conftest import write
 
@@ -59,7 +59,7 @@ import json, sys
 from ingest_pipeline.documents import collect
 from ingest_pipeline.settings import load_settings
 from ingest_pipeline.stages import observe_source, guarded
-from ingest_pipeline.store import Store
+from ingest_pipeline.storage.store import Store
 
 def hwm():
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) * 1024

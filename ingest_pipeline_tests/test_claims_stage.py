@@ -8,7 +8,7 @@ from ingest_pipeline.chunkers.base import BaseChunker
 from ingest_pipeline.documents import collect
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import load_settings
-from ingest_pipeline.store import Store
+from ingest_pipeline.storage.store import Store
 from ingest_pipeline_tests.conftest import CORPUS, pdf_bytes, requires_corpus, write
 
 
@@ -51,7 +51,7 @@ def test_a_chunker_whose_media_types_exclude_the_document_gets_an_empty_claim_un
 
 @requires_corpus
 def test_an_encrypted_pdf_is_chunked_with_the_password_the_stage_passes(data_dir):
-    from ingest_pipeline.chunkers.pdf import PdfLinesChunker
+    from ingest_pipeline.chunkers.pdf.page_layer import PdfLinesChunker
 
     name = "pypdf-samples__libreoffice-writer-password.pdf"
     write(data_dir / "sources" / name, (CORPUS / "files" / "pdf" / name).read_bytes())
@@ -124,9 +124,9 @@ def test_a_chunk_map_reads_only_the_claims_that_win_and_tokenizes_each_text_once
     from dataclasses import replace
 
     from ingest_pipeline.contract import PageChunks
-    from ingest_pipeline.merge import Claim, merge_claims
+    from ingest_pipeline.stages.merge import Claim, merge_claims
     from ingest_pipeline.stages.chunk_map import document_title
-    from ingest_pipeline.token_limits import split_to_limit
+    from ingest_pipeline.embedding.token_limits import split_to_limit
 
     write(data_dir / "sources" / "report.pdf", (CORPUS / "files" / "pdf" / "docling__multi_page.pdf").read_bytes())
     p, doc, served = _one_document_read(data_dir)
@@ -289,11 +289,11 @@ def test_a_claim_the_parse_worker_hands_back_is_the_claim_the_chunker_answered(d
     version keeps for the model are the stored ones."""
     import pyarrow as pa
 
-    from ingest_pipeline import tables
+    from ingest_pipeline.storage import tables
     from ingest_pipeline.contract import SourceBytes
-    from ingest_pipeline.isolation import ParseWorker
+    from ingest_pipeline.runtime.isolation import ParseWorker
     from ingest_pipeline.stages.claims import _claim_content
-    from ingest_pipeline.store import piece_row
+    from ingest_pipeline.storage.store import piece_row
 
     write(data_dir / "sources" / "report.pdf", _two_page_report())
     p, doc, _served = _one_document_read(data_dir)
@@ -372,10 +372,10 @@ def test_a_claims_content_hash_follows_its_pieces_and_not_its_stamp():
     column (text, image, box, role, meta, header path) or to the claimed pages another."""
     import pyarrow as pa
 
-    from ingest_pipeline import tables
+    from ingest_pipeline.storage import tables
     from ingest_pipeline.contract import ChunkPiece
     from ingest_pipeline.stages.claims import _claim_content
-    from ingest_pipeline.store import piece_row
+    from ingest_pipeline.storage.store import piece_row
 
     pieces = [ChunkPiece(text="Revenue rose 4%.", bbox=(0.1, 0.1, 0.5, 0.2), header_path=("Results",),
                          meta={"lines": 1}),

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ingest_pipeline.catalog import query
-from ingest_pipeline.inspection import records_from_jsonl
-from ingest_pipeline.lake import Lake
+from ingest_pipeline.storage.catalog import query
+from ingest_pipeline.commands.inspection import records_from_jsonl
+from ingest_pipeline.storage.lake import Lake
 from ingest_pipeline.settings import load_settings
 from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
 

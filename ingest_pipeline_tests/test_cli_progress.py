@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ingest_pipeline.progress import DocumentEvent, StageBoard
-from ingest_pipeline.runner import IngestReport
+from ingest_pipeline.runtime.progress import DocumentEvent, StageBoard
+from ingest_pipeline.commands.ingest import IngestReport
 from ingest_pipeline.samples import simple_pdf
-from ingest_pipeline.summary import build_tree, summary_text, tree_lines
+from ingest_pipeline.commands.summary import build_tree, summary_text, tree_lines
 from ingest_pipeline_tests.conftest import write
 
 CLI = str(Path(sys.executable).parent / "ingest-pipeline")

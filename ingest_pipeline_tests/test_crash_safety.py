@@ -2,7 +2,7 @@
 serves each document at its old or its new version meanwhile, and the next plain
 ``ingest`` ends with exactly the rows of an uninterrupted run, no process left behind.
 
-The kill comes from ``ingest_pipeline.faults.crash_point``: the CLI subprocess runs with
+The kill comes from ``ingest_pipeline.runtime.faults.crash_point``: the CLI subprocess runs with
 ``INGEST_CRASH_AT=<phase>:<n>`` and kills itself the n-th time it passes that point (the
 hook is inert without the variable).
 """

@@ -158,7 +158,7 @@ def test_the_sensor_under_dagster_dev_ingests_dropped_files_and_a_ui_backfill_ad
                     detail=lambda: _our_leftovers(dev)) is True
 
     # A backfill of an opt-in chunker version over every partition, as the UI launches it.
-    from ingest_pipeline.instance import instance_for
+    from ingest_pipeline.instance.home import instance_for
     from ingest_pipeline.partitions import DOCUMENTS
 
     keys = instance_for(str(dev.home)).get_dynamic_partitions(DOCUMENTS)
@@ -223,8 +223,8 @@ def _open(page, url):
 def test_in_a_browser_every_chunker_version_is_in_the_graph_and_a_partition_shows_its_own_picture(ui):
     from playwright.sync_api import sync_playwright
 
-    from ingest_pipeline.catalog import query
-    from ingest_pipeline.lake import Lake
+    from ingest_pipeline.storage.catalog import query
+    from ingest_pipeline.storage.lake import Lake
     from ingest_pipeline.registry import ChunkerRegistry
 
     expected = sorted(info.asset_name for info in ChunkerRegistry.discover().infos())
@@ -273,8 +273,8 @@ def test_in_a_browser_every_chunker_version_is_in_the_graph_and_a_partition_show
 
 
 def test_terminate_stops_a_hanging_run_and_its_worker_and_the_sensor_gives_up_with_a_reason(ui):
-    from ingest_pipeline.catalog import query
-    from ingest_pipeline.lake import Lake
+    from ingest_pipeline.storage.catalog import query
+    from ingest_pipeline.storage.lake import Lake
 
     dev = ui
     before = {r["runId"] for r in _runs(dev)}

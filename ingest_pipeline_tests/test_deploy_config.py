@@ -25,7 +25,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB, WORK_TAG, build_definitions
-from ingest_pipeline.deployment import K8S_CONFIG_TAG, RUN_RESOURCES
+from ingest_pipeline.instance.run_tags import K8S_CONFIG_TAG, RUN_RESOURCES
 from ingest_pipeline.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,7 +230,7 @@ def test_the_committed_local_instance_config_is_the_one_new_roots_get_and_dagste
     from dagster._config import process_config
     from dagster._core.instance.config import dagster_instance_config_schema
 
-    from ingest_pipeline.instance import DAGSTER_YAML
+    from ingest_pipeline.instance.home import DAGSTER_YAML
 
     committed = (ROOT / "data" / "dagster_home" / "dagster.yaml").read_text()
     assert committed == DAGSTER_YAML

@@ -4,7 +4,7 @@ first KiB, the DTD guard over a whole part, and a workbook that lost its relatio
 import pytest
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.ooxml_safety import PackageError, open_package
+from ingest_pipeline.office.safety import PackageError, open_package
 from ingest_pipeline.readers import read_pages
 from ingest_pipeline.samples import simple_pdf
 from ingest_pipeline_tests.office_fixtures import rewrite_zip, save_docx, save_xlsx

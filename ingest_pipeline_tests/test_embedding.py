@@ -1,8 +1,8 @@
 import numpy as np
 
-from ingest_pipeline.embedding import MiniLMEmbedder
+from ingest_pipeline.embedding.minilm import MiniLMEmbedder
 from ingest_pipeline.stages import EmbeddingCache
-from ingest_pipeline.store import Store
+from ingest_pipeline.storage.store import Store
 
 
 def test_vectors_are_unit_length_and_384_wide(embedder):

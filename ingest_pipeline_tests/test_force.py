@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ingest_pipeline.catalog import query
+from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.stages import FORCE_TAG
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import (

@@ -5,7 +5,7 @@ the graph again."""
 from __future__ import annotations
 
 from ingest_pipeline.resources import parts_for
-from ingest_pipeline.runner import ingest
+from ingest_pipeline.commands.ingest import ingest
 from ingest_pipeline_tests.conftest import write
 
 PAGE = "Tomatoes need deep watering twice a week in dry summers.\n\n" * 3
@@ -73,7 +73,7 @@ def test_a_document_that_ran_out_of_time_is_never_marked_current(data_dir):
 
     from ingest_pipeline import stages
     from ingest_pipeline.definitions import INGEST_JOB, build_definitions
-    from ingest_pipeline.freshness import Freshness
+    from ingest_pipeline.storage.freshness import Freshness
 
     write(data_dir / "sources" / "a.txt", PAGE)
     p = _fresh(data_dir)

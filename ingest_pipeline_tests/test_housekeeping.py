@@ -8,11 +8,11 @@ from datetime import timedelta
 import numpy as np
 import pyarrow as pa
 
-from ingest_pipeline import housekeeping
-from ingest_pipeline.lake import Lake
+from ingest_pipeline.storage import housekeeping
+from ingest_pipeline.storage.lake import Lake
 from ingest_pipeline.stages import EmbeddingCache
-from ingest_pipeline.store import Store
-from ingest_pipeline.vector_index import VectorIndex, index_schema
+from ingest_pipeline.storage.store import Store
+from ingest_pipeline.storage.vector_index import VectorIndex, index_schema
 
 DIM = 16
 
@@ -101,7 +101,7 @@ def test_only_old_temporary_files_of_killed_writes_are_swept(tmp_path):
 def test_the_scheduled_job_compacts_a_real_root_and_waits_for_the_lancedb_pool(data_dir):
     from ingest_pipeline.definitions import build_definitions
     from ingest_pipeline.resources import resources_for
-    from ingest_pipeline.schedules import HOUSEKEEPING_JOB
+    from ingest_pipeline.jobs import HOUSEKEEPING_JOB
     from ingest_pipeline.settings import load_settings
     from ingest_pipeline_tests.dagster_helpers import temporary_instance
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 
-from ingest_pipeline.catalog import query
+from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.contract import validate_bbox
 from ingest_pipeline.registry import ChunkerRegistry
-from ingest_pipeline.runner import ingest
+from ingest_pipeline.commands.ingest import ingest
 from ingest_pipeline_tests.conftest import CORPUS, pdf_bytes, requires_corpus, write
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
 

@@ -3,8 +3,8 @@
 import os
 import time
 
-from ingest_pipeline.catalog import query
-from ingest_pipeline.runner import ingest
+from ingest_pipeline.storage.catalog import query
+from ingest_pipeline.commands.ingest import ingest
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
 

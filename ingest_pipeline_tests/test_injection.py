@@ -6,10 +6,10 @@ import json
 import pyarrow as pa
 import pytest
 
-from ingest_pipeline import cli
-from ingest_pipeline.catalog import analyst_query, query
-from ingest_pipeline.lake import Lake
-from ingest_pipeline.vector_index import VectorIndex, filter_literal, index_schema, where_equals, where_in
+from ingest_pipeline.commands import cli
+from ingest_pipeline.storage.catalog import analyst_query, query
+from ingest_pipeline.storage.lake import Lake
+from ingest_pipeline.storage.vector_index import VectorIndex, filter_literal, index_schema, where_equals, where_in
 
 PAYLOADS = (
     "x' OR '1'='1",
@@ -32,7 +32,7 @@ def run(capsys, data, *args):
 @pytest.fixture(scope="module")
 def ingested(tmp_path_factory):
     from ingest_pipeline.resources import parts_for
-    from ingest_pipeline.runner import ingest
+    from ingest_pipeline.commands.ingest import ingest
     from ingest_pipeline.samples import write_samples
 
     data = tmp_path_factory.mktemp("inject") / "data"

@@ -11,9 +11,9 @@ import pytest
 from dagster import DagsterEventType, DagsterInstance
 from dagster._core.storage.event_log import SqliteEventLogStorage
 
-from ingest_pipeline.instance import DAGSTER_YAML, KeptOpenSqliteEventLogStorage, instance_for, runs_directory
+from ingest_pipeline.instance.home import DAGSTER_YAML, KeptOpenSqliteEventLogStorage, instance_for, runs_directory
 from ingest_pipeline.partitions import DOCUMENTS
-from ingest_pipeline.runner import ingest
+from ingest_pipeline.commands.ingest import ingest
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
 
@@ -21,7 +21,7 @@ from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
 def _stock_instance(home):
     """The same home read through Dagster's stock SQLite event log (what a user's own
     ``dagster`` without this package's class would use)."""
-    stock = DAGSTER_YAML.replace("module: ingest_pipeline.instance\n  class: KeptOpenSqliteEventLogStorage",
+    stock = DAGSTER_YAML.replace("module: ingest_pipeline.instance.home\n  class: KeptOpenSqliteEventLogStorage",
                                  f"module: dagster._core.storage.event_log\n  class: SqliteEventLogStorage\n"
                                  f"  config:\n    base_dir: {runs_directory(str(home))}")
     other = home.parent / "stock_home"
@@ -58,7 +58,7 @@ def test_a_partition_another_process_adds_is_never_reported_missing(data_dir):
     instance.add_dynamic_partitions(DOCUMENTS, ["doc_a"])
     assert instance.get_dynamic_partitions(DOCUMENTS) == ["doc_a"]  # now kept for a second
     script = textwrap.dedent(f"""
-        from ingest_pipeline.instance import instance_for
+        from ingest_pipeline.instance.home import instance_for
         instance_for({str(home)!r}).add_dynamic_partitions("documents", ["doc_b"])
     """)
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
@@ -252,8 +252,8 @@ def test_a_new_homes_databases_are_copies_dagster_finds_at_its_head_and_each_hom
     from dagster._core.storage.runs.sqlite import sqlite_run_storage
     from dagster._core.storage.schedules.sqlite import sqlite_schedule_storage
 
-    from ingest_pipeline import instance as instance_module
-    from ingest_pipeline.instance import HOME_DATABASES
+    from ingest_pipeline.instance import instance as instance_module
+    from ingest_pipeline.instance.home import HOME_DATABASES
 
     instance_for(str(tmp_path / "first"))  # the process's template exists from here on
     stamped = []

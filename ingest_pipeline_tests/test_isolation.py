@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from ingest_pipeline.catalog import query
-from ingest_pipeline.isolation import ParseLimitExceeded, ParseWorker, kept_worker
+from ingest_pipeline.storage.catalog import query
+from ingest_pipeline.runtime.isolation import ParseLimitExceeded, ParseWorker, kept_worker
 from ingest_pipeline_tests.chunker_doubles import install_distribution
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, register, run_batch, temporary_instance
@@ -120,7 +120,7 @@ def test_a_parse_worker_dies_with_the_process_it_serves(tmp_path):
     script = tmp_path / "owner.py"
     script.write_text(
         "import os, time\n"
-        "from ingest_pipeline.isolation import ParseWorker\n"
+        "from ingest_pipeline.runtime.isolation import ParseWorker\n"
         "if __name__ == '__main__':\n"
         "    w = ParseWorker(timeout=60, memory_bytes=None)\n"
         "    w.call(os.getpid)\n"
@@ -148,8 +148,8 @@ def test_a_parse_worker_dies_with_the_process_it_serves(tmp_path):
 def test_the_runs_of_one_ingest_share_one_parse_worker_that_stops_when_the_ingest_ends(data_dir, monkeypatch):
     """The CLI runs its batches back to back in one process: one worker parses for all of
     them (not a fresh interpreter per run), and none is left when ``ingest`` returns."""
-    from ingest_pipeline import isolation
-    from ingest_pipeline.runner import ingest
+    from ingest_pipeline.runtime import isolation
+    from ingest_pipeline.commands.ingest import ingest
     from ingest_pipeline_tests.conftest import write
     from ingest_pipeline_tests.dagster_dev import alive
     from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
@@ -250,7 +250,7 @@ def test_the_pages_step_reads_documents_side_by_side_and_a_corrupt_one_fails_alo
 def test_the_worker_collects_garbage_less_often_than_python_would():
     import gc
 
-    from ingest_pipeline.collector import FIRST_GENERATION
+    from ingest_pipeline.runtime.collector import FIRST_GENERATION
 
     worker = ParseWorker(timeout=60, memory_bytes=None)
     try:
@@ -264,7 +264,7 @@ def test_the_worker_collects_garbage_less_often_than_python_would():
 def test_fewer_collections_only_ever_raises_the_first_threshold():
     import gc
 
-    from ingest_pipeline.collector import FIRST_GENERATION, fewer_collections
+    from ingest_pipeline.runtime.collector import FIRST_GENERATION, fewer_collections
 
     before = gc.get_threshold()
     try:
@@ -289,7 +289,7 @@ def test_every_batch_asset_raises_the_threshold_of_the_process_that_runs_it():
     from dagster import AssetKey
 
     from ingest_pipeline.assets.common import for_each_document
-    from ingest_pipeline.collector import FIRST_GENERATION
+    from ingest_pipeline.runtime.collector import FIRST_GENERATION
 
     context = SimpleNamespace(asset_key=AssetKey("probe"))  # all it reads when there is no document
     before = gc.get_threshold()

@@ -2,7 +2,7 @@ import logging
 
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 from ingest_pipeline.identity import chunk_id, document_id
-from ingest_pipeline.merge import Claim, merge_claims
+from ingest_pipeline.stages.merge import Claim, merge_claims
 
 PAGES = (
     PageOutput(page=1, status="read", reader="r@1", text="one"),

@@ -20,7 +20,7 @@ from ingest_pipeline.chunkers.docx import DocxChunker
 from ingest_pipeline.chunkers.pptx import PptxChunker, PptxTableChunker
 from ingest_pipeline.chunkers.xlsx import XlsxChunker
 from ingest_pipeline.contract import validate_bbox
-from ingest_pipeline.ooxml_safety import PackageError
+from ingest_pipeline.office.safety import PackageError
 from ingest_pipeline.readers import read_pages
 from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
 

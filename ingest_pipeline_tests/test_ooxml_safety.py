@@ -13,7 +13,7 @@ from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.docx import DocxChunker
 from ingest_pipeline.chunkers.pptx import PptxChunker
 from ingest_pipeline.chunkers.xlsx import XlsxChunker
-from ingest_pipeline.ooxml_safety import PackageError, PackageLimits, open_package, safe_parser
+from ingest_pipeline.office.safety import PackageError, PackageLimits, open_package, safe_parser
 from ingest_pipeline.readers import read_pages
 from ingest_pipeline_tests.office_fixtures import replace_in_part, rewrite_zip, save_docx, save_pptx, save_xlsx
 

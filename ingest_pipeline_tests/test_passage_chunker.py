@@ -4,9 +4,9 @@ header repeated, and the token maximum in the model's own tokenizer."""
 from __future__ import annotations
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.passage import PdfPassagesChunker
+from ingest_pipeline.chunkers.pdf.passages import PdfPassagesChunker
 from ingest_pipeline.contract import validate_bbox
-from ingest_pipeline.embedding import MiniLMEmbedder
+from ingest_pipeline.embedding.minilm import MiniLMEmbedder
 from ingest_pipeline_tests.pdf_writer import PdfWriter
 from ingest_pipeline_tests.test_pdf_lines import text_pages
 
@@ -227,7 +227,7 @@ def test_the_row_index_finds_a_line_sharing_a_row_exactly_as_a_walk_over_the_pag
     of negative height among them, its answer equals the plain walk over every line."""
     import random
 
-    from ingest_pipeline.chunkers.passage import _alone_in_row, _Rows
+    from ingest_pipeline.chunkers.pdf.passages import _alone_in_row, _Rows
     from ingest_pipeline.layout.lines import Line
     from ingest_pipeline.layout.paragraphs import Paragraph
 
@@ -259,7 +259,7 @@ def test_the_row_index_finds_a_line_sharing_a_row_exactly_as_a_walk_over_the_pag
 def test_a_kept_weights_list_is_handed_out_as_a_copy():
     """The page extras memo gives every caller its own list: changing one changes neither
     the memo nor the next caller's."""
-    from ingest_pipeline.chunkers.pdf import PageExtrasMemo
+    from ingest_pipeline.chunkers.pdf.page_layer import PageExtrasMemo
 
     memo = PageExtrasMemo()
     weights = [400, 700, 400]

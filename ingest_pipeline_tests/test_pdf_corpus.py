@@ -17,13 +17,13 @@ import pytest
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.lines import LinesChunker
 from ingest_pipeline.chunkers.page import PageChunker
-from ingest_pipeline.chunkers.pdf import (
+from ingest_pipeline.chunkers.pdf.page_layer import (
     PdfLinesChunker,
     PdfParagraphsChunker,
     PdfTablesChunker,
 )
 from ingest_pipeline.contract import SourceBytes, validate_bbox
-from ingest_pipeline.merge import Claim, merge_claims
+from ingest_pipeline.stages.merge import Claim, merge_claims
 from ingest_pipeline.readers import read_pages
 from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline.readers.pdf import DocumentError

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.page import PageChunker
-from ingest_pipeline.chunkers.pdf import (
+from ingest_pipeline.chunkers.pdf.page_layer import (
     PdfLinesChunker,
     PdfParagraphsChunker,
     PdfTablesChunker,
 )
 from ingest_pipeline.contract import PageOutput, validate_bbox
-from ingest_pipeline.merge import Claim, merge_claims
+from ingest_pipeline.stages.merge import Claim, merge_claims
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline_tests.pdf_writer import PdfWriter
 from ingest_pipeline_tests.test_pdf_lines import text_pages

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.pdf import PdfLinesChunker
+from ingest_pipeline.chunkers.pdf.page_layer import PdfLinesChunker
 from ingest_pipeline.contract import LocatedLine, PageOutput, validate_bbox
 from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline.readers.pdf import PdfTextReader
@@ -230,7 +230,7 @@ def test_dpi_env_halves_the_pixels(monkeypatch):  # T-D2
 
 
 def test_render_failure_costs_only_that_page(monkeypatch):  # T-D3
-    from ingest_pipeline.merge import Claim, merge_claims
+    from ingest_pipeline.stages.merge import Claim, merge_claims
 
     def broken(pdf, index, scale):
         raise RuntimeError("renderer exploded")
@@ -270,7 +270,7 @@ def test_encrypted_pdf_is_read_with_the_password_its_content_carries():
 def test_chunker_modules_import_no_parser():
     code = (
         "import sys\n"
-        "import ingest_pipeline.chunkers.pdf, ingest_pipeline.chunkers.lines\n"
+        "import ingest_pipeline.chunkers.pdf.page_layer, ingest_pipeline.chunkers.lines\n"
         "import ingest_pipeline.layout.pdfium_text, ingest_pipeline.layout.paragraphs, ingest_pipeline.layout.ruled_tables\n"
         "import ingest_pipeline.readers.ocr\n"
         "heavy = ('pypdfium2', 'rapidocr_onnxruntime', 'numpy', 'PIL', 'cv2', 'onnxruntime')\n"
@@ -284,8 +284,8 @@ def test_the_pdf_versions_share_each_pages_extracted_lines_and_answer_exactly_as
     """pdf@1-4 lay out the same pages: the first to reach a page extracts its lines, the others
     take a copy (the layout steps change their lines, so a copy must be fresh), and each
     version's answer is the one it gives on its own. Other bytes never hit."""
-    from ingest_pipeline.chunkers.passage import PdfPassagesChunker
-    from ingest_pipeline.chunkers.pdf import PAGE_LINES, PdfParagraphsChunker, PdfTablesChunker
+    from ingest_pipeline.chunkers.pdf.passages import PdfPassagesChunker
+    from ingest_pipeline.chunkers.pdf.page_layer import PAGE_LINES, PdfParagraphsChunker, PdfTablesChunker
 
     w = PdfWriter()
     for n in range(2):
@@ -316,7 +316,7 @@ def test_the_pdf_versions_share_each_pages_extracted_lines_and_answer_exactly_as
 
 
 def test_the_kept_lines_stay_within_their_limit_oldest_page_out_first(monkeypatch):
-    from ingest_pipeline.chunkers.pdf import PageLinesMemo
+    from ingest_pipeline.chunkers.pdf.page_layer import PageLinesMemo
     from ingest_pipeline.layout.lines import Line
 
     memo = PageLinesMemo()
@@ -339,8 +339,8 @@ def test_pdf4_places_the_tables_and_weights_the_others_found_without_loading_a_p
     answers exactly as it does alone (a bold heading and a ruled table included)."""
     import pypdfium2
 
-    from ingest_pipeline.chunkers.passage import PdfPassagesChunker
-    from ingest_pipeline.chunkers.pdf import PAGE_EXTRAS, PAGE_LINES, PdfTablesChunker
+    from ingest_pipeline.chunkers.pdf.passages import PdfPassagesChunker
+    from ingest_pipeline.chunkers.pdf.page_layer import PAGE_EXTRAS, PAGE_LINES, PdfTablesChunker
 
     w = PdfWriter()
     for n in range(2):

@@ -11,7 +11,7 @@ from PIL import Image
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.layout.frames import PageFrame
-from ingest_pipeline.previews import (
+from ingest_pipeline.stages.page_pictures import (
     BOX_COLOURS,
     PNG_BUDGET,
     preview_markdown_image,
@@ -214,7 +214,7 @@ def test_importing_previews_loads_neither_pdfium_nor_pillow():
 
     code = (
         "import sys\n"
-        "import ingest_pipeline.previews\n"
+        "import ingest_pipeline.stages.page_pictures\n"
         "print(','.join(m for m in ('pypdfium2', 'PIL') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -224,8 +224,7 @@ def test_importing_previews_loads_neither_pdfium_nor_pillow():
 def test_pictures_of_one_page_with_other_boxes_render_it_once_and_equal_fresh_ones(monkeypatch):
     """Each profile's chunk map draws its own boxes on the same page: the page is rendered
     and quantized once, and every picture is byte for byte the one a fresh render gives."""
-    from ingest_pipeline import previews
-
+    from ingest_pipeline.stages import page_pictures as previews
     pdf = simple_pdf([["Pumps and valves", "A page about the sluice gate."] * 6])
     other = [(0.2, 0.2, 0.6, 0.4)]
     fresh = {}

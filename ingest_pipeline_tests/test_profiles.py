@@ -1,6 +1,6 @@
 """Profiles through Dagster: a named opt-in version leads, the default order stays behind."""
 
-from ingest_pipeline.catalog import query
+from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.settings import load_settings
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import total, fresh_pipeline, materializations, register, run_batch, temporary_instance
@@ -40,7 +40,7 @@ def test_named_pdf2_cuts_the_readable_page_and_pdf1_still_renders_the_scan(data_
 
 
 def test_only_indexed_profiles_get_embeddings_lancedb_and_search(data_dir, capsys):
-    from ingest_pipeline.cli import main
+    from ingest_pipeline.commands.cli import main
     from ingest_pipeline.definitions import build_definitions
 
     write(data_dir / "ingest_pipeline.toml", '[profiles.layout]\nchunkers = ["pdf@2"]\n'

@@ -3,7 +3,7 @@ import pytest
 from ingest_pipeline.chunkers.page import PageChunker
 from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.identity import config_hash
-from ingest_pipeline.merge import Claim, merge_claims
+from ingest_pipeline.stages.merge import Claim, merge_claims
 from ingest_pipeline.registry import ChunkerRegistry, RegistryError, parse_ref
 from ingest_pipeline_tests.chunker_doubles import (
     THIRD_PARTY_SOURCE,

@@ -3,7 +3,7 @@ instead of calling it unchanged."""
 
 from ingest_pipeline.documents import collect
 from ingest_pipeline.resources import parts_for
-from ingest_pipeline.runner import ingest
+from ingest_pipeline.commands.ingest import ingest
 from ingest_pipeline.stages import finished, observe_source, read_document
 from ingest_pipeline_tests.conftest import write
 

@@ -44,8 +44,8 @@ def servers(tmp_path):
 
 
 def _chunk_ids(data: str) -> list[str]:
-    from ingest_pipeline.catalog import query
-    from ingest_pipeline.lake import Lake
+    from ingest_pipeline.storage.catalog import query
+    from ingest_pipeline.storage.lake import Lake
     from ingest_pipeline.settings import load_settings
 
     lake = Lake(load_settings(data).lake_root)
@@ -64,7 +64,7 @@ def _query_cli_counts_as_the_local_run(tmp_path: Path, remote: str, local: str) 
     pyarrow datasets over the bucket's Parquet; the real CLI counts what the local run counts."""
     import json
 
-    from ingest_pipeline.catalog import VIEWS
+    from ingest_pipeline.storage.catalog import VIEWS
 
     views = (*VIEWS, "chunk_lineage")
     counts = " UNION ALL ".join(f"SELECT '{v}' AS view, count(*) AS n FROM {v}" for v in views)
@@ -78,7 +78,7 @@ def _query_cli_counts_as_the_local_run(tmp_path: Path, remote: str, local: str) 
     assert answers[remote] == answers[local]
     by_view = {row["view"]: row["n"] for row in answers[remote]}
     assert all(by_view[v] > 0 for v in ("sources", "pages", "claims", "chunks", "embeddings", "errors"))
-    from ingest_pipeline.catalog import _httpfs_available
+    from ingest_pipeline.storage.catalog import _httpfs_available
 
     assert not _httpfs_available()  # so those views were the pyarrow datasets, and DuckDB ...
     out = _cli_query(tmp_path, remote, "SELECT current_setting('enable_external_access') AS external_access")
@@ -101,14 +101,14 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
 
     # The anchor: one process, local disk, the SQLite instance.
     from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
-    from ingest_pipeline.runner import ingest
+    from ingest_pipeline.commands.ingest import ingest
 
     local = tmp_path / "local"
     (local / "sources").mkdir(parents=True)
     anchor = fresh_pipeline(local)
     report = ingest(anchor, [str(sources)])
     assert len(report.new) + len(report.failed) == len(PDFS) and len(report.new) > len(PDFS) // 2
-    from ingest_pipeline.catalog import query as local_query
+    from ingest_pipeline.storage.catalog import query as local_query
 
     errors_locally = sorted({os.path.basename(p) for p in local_query(
         anchor.lake, "SELECT path FROM errors").column("path").to_pylist()})
@@ -136,7 +136,7 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
     from ingest_pipeline.documents import collect
     from ingest_pipeline.partitions import DOCUMENTS
     from ingest_pipeline.resources import parts_for
-    from ingest_pipeline.runner import QUIET
+    from ingest_pipeline.commands.ingest import QUIET
 
     instance = DagsterInstance.get()
     assert type(instance.run_storage).__name__ == "PostgresRunStorage"
@@ -186,7 +186,7 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
     _query_cli_counts_as_the_local_run(tmp_path, data, str(local))
     # LanceDB on the bucket holds exactly the served profile's chunks, once each.
     served = pipeline.settings.default_profile
-    from ingest_pipeline.catalog import query
+    from ingest_pipeline.storage.catalog import query
 
     rows = pipeline.index.open(served).to_arrow().column("chunk_id").to_pylist()
     in_lake = query(pipeline.lake, f"SELECT chunk_id FROM chunks WHERE profile = '{served}'").column(
@@ -215,7 +215,7 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
 def test_duckdb_reads_s3_through_httpfs_only_if_installed_with_a_temporary_secret_from_the_environment():
     import duckdb
 
-    from ingest_pipeline.catalog import load_httpfs, s3_secret_sql
+    from ingest_pipeline.storage.catalog import load_httpfs, s3_secret_sql
 
     sql = s3_secret_sql({"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s'x", "AWS_REGION": "eu-west-1",
                          "AWS_ENDPOINT_URL": "http://127.0.0.1:9000/"})

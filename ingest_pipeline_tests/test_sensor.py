@@ -7,7 +7,7 @@ from ingest_pipeline.definitions import build_definitions
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import resources_for
 from ingest_pipeline.partitions import contiguous_batches
-from ingest_pipeline.sensors import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, BATCH_TAG
+from ingest_pipeline.sensors.batches import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, BATCH_TAG
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, run_batch, sensor_tick, temporary_instance
 
@@ -63,7 +63,7 @@ def test_a_failed_run_is_asked_again_then_given_up_with_an_errors_row(data_dir):
     from dagster import DagsterRunStatus
     from dagster._core.test_utils import create_run_for_test
 
-    from ingest_pipeline.catalog import query
+    from ingest_pipeline.storage.catalog import query
 
     write(data_dir / "sources" / "note.txt", "a note about the greenhouse\n")
     pipeline = fresh_pipeline(data_dir)

@@ -14,12 +14,12 @@ import pytest
 from dagster import DagsterRunStatus, build_sensor_context
 from dagster._core.test_utils import create_run_for_test
 
-from ingest_pipeline import sensors
+from ingest_pipeline.sensors import folder as sensors
 from ingest_pipeline.definitions import build_definitions
 from ingest_pipeline.documents import entry_for
 from ingest_pipeline.partitions import DOCUMENTS
-from ingest_pipeline.sensors import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from ingest_pipeline.vector_index import index_schema
+from ingest_pipeline.sensors.batches import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from ingest_pipeline.storage.vector_index import index_schema
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, sensor_tick, temporary_instance
 
 FILES = 10_000

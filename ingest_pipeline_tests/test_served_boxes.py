@@ -7,7 +7,7 @@ import pytest
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.contract import SourceBytes, validate_bbox
-from ingest_pipeline.merge import Claim, merge_claims
+from ingest_pipeline.stages.merge import Claim, merge_claims
 from ingest_pipeline.readers import read_pages, reader_ids
 from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline.registry import ChunkerRegistry

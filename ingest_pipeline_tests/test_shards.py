@@ -9,17 +9,17 @@ import pytest
 from dagster import DagsterRunStatus, build_sensor_context
 from dagster._core.test_utils import create_run_for_test
 
-from ingest_pipeline.catalog import query
+from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB, build_definitions
 from ingest_pipeline.identity import document_id
-from ingest_pipeline.instance import instance_for
+from ingest_pipeline.instance.home import instance_for
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import resources_for
-from ingest_pipeline.runner import QUIET, ingest
-from ingest_pipeline.sensors import BATCH_TAG
-from ingest_pipeline.shard_sensor import evaluate_shards
-from ingest_pipeline.shards import Listed, ShardScheme, is_shard_key, scan, source_document_id
-from ingest_pipeline.store import Store
+from ingest_pipeline.commands.ingest import QUIET, ingest
+from ingest_pipeline.sensors.batches import BATCH_TAG
+from ingest_pipeline.sensors.shard_mode import evaluate_shards
+from ingest_pipeline.storage.shards import Listed, ShardScheme, is_shard_key, scan, source_document_id
+from ingest_pipeline.storage.store import Store
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import apply_partition_requests, fresh_pipeline, sensor_tick, temporary_instance
 

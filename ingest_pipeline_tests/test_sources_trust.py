@@ -3,10 +3,10 @@ identity however it is named, and a file that turns unreadable leaves search."""
 
 import os
 
-from ingest_pipeline.catalog import query
+from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.documents import DocumentEntry, collect, entry_for, superseded
 from ingest_pipeline.resources import parts_for
-from ingest_pipeline.runner import ingest
+from ingest_pipeline.commands.ingest import ingest
 from ingest_pipeline.samples import simple_pdf
 from ingest_pipeline.settings import load_settings
 from ingest_pipeline_tests.conftest import write
@@ -125,8 +125,7 @@ def test_a_file_that_turns_unreadable_leaves_search_but_not_the_history(data_dir
 
 
 def test_a_source_that_cannot_be_read_for_now_keeps_its_rows_and_is_retried(data_dir, monkeypatch):
-    from ingest_pipeline import object_store
-
+    from ingest_pipeline.storage import object_store
     root = data_dir / "sources"
     write(root / "report.pdf", simple_pdf([["Tomato yield rose to forty kilograms per square metre."]]))
     p, first = _ingest(data_dir)

@@ -3,9 +3,9 @@ import os
 import pyarrow as pa
 import pytest
 
-from ingest_pipeline.catalog import VIEWS, build_catalog, query
-from ingest_pipeline.lake import Lake
-from ingest_pipeline.vector_index import VectorIndex, index_schema, search_text
+from ingest_pipeline.storage.catalog import VIEWS, build_catalog, query
+from ingest_pipeline.storage.lake import Lake
+from ingest_pipeline.storage.vector_index import VectorIndex, index_schema, search_text
 
 
 def test_lake_writes_atomically_and_replaces_exactly_one_file(tmp_path, monkeypatch):
@@ -53,7 +53,7 @@ def test_metadata_is_read_from_the_footer_each_time_and_parsed_only_for_footers_
 
     script = textwrap.dedent(f"""
         import pyarrow as pa
-        from ingest_pipeline.lake import Lake
+        from ingest_pipeline.storage.lake import Lake
         Lake({str(root)!r}).write("claims", ("v1", "doc"), pa.table({{"a": [1]}}), meta={{"fingerprint": "bbbb", "n": 2}})
     """)
     before = os.path.getsize(lake.path("claims", "v1", "doc"))

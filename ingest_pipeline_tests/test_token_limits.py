@@ -2,7 +2,7 @@ import pytest
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.contract import ChunkPiece, Layout, TableCell, TableLayout
-from ingest_pipeline.token_limits import split_to_limit
+from ingest_pipeline.embedding.token_limits import split_to_limit
 
 
 def test_a_piece_that_fits_is_returned_unchanged(embedder):
@@ -161,7 +161,7 @@ def pptx_table():
 
 
 def pdf_table():
-    from ingest_pipeline.chunkers.pdf import PdfTablesChunker
+    from ingest_pipeline.chunkers.pdf.page_layer import PdfTablesChunker
     from ingest_pipeline_tests.pdf_writer import PdfWriter
 
     w = PdfWriter()
@@ -199,8 +199,8 @@ def _rows_of(text: str) -> list[tuple[str, ...]]:
                          ids=["pptx@1", "markdown@1", "docx@1", "xlsx@1", "delimited@1", "pdf@3"])
 def test_a_long_table_split_at_the_token_limit_keeps_headers_cells_ids_and_offsets(build, embedder):
     from ingest_pipeline.chunkers.grid import _grid_problem
-    from ingest_pipeline.merge import Claim, merge_claims
-    from ingest_pipeline.token_limits import relink
+    from ingest_pipeline.stages.merge import Claim, merge_claims
+    from ingest_pipeline.embedding.token_limits import relink
 
     content, media_type, chunker = build()
     pages = _pages(content, media_type)
@@ -267,7 +267,7 @@ def test_counting_and_splitting_see_one_window_at_a_time(embedder):
     """A long page is tokenized in windows: no tokenizer call sees more than MAX_WINDOW
     characters, and the counts and parts equal a whole-text tokenization's. A text under
     MAX_WINDOW is counted by the embedder's counter, asking for no offsets."""
-    from ingest_pipeline.token_limits import MAX_WINDOW, bounded_counts, count_tokens, over_limit
+    from ingest_pipeline.embedding.token_limits import MAX_WINDOW, bounded_counts, count_tokens, over_limit
 
     text = " ".join(f"Line {i} of the long page about pumps, valves and zone {i % 9}." for i in range(20000))
     seen = []

@@ -3,7 +3,7 @@
 
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
-from ingest_pipeline.catalog import build_catalog
+from ingest_pipeline.storage.catalog import build_catalog
 from ingest_pipeline.resources import IngestResource, StoreResource
 
 

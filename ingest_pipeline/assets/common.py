@@ -22,11 +22,11 @@ from dagster import (
     MetadataValue,
 )
 
-from ingest_pipeline import progress
-from ingest_pipeline.collector import fewer_collections
+from ingest_pipeline.runtime import progress
+from ingest_pipeline.runtime.collector import fewer_collections
 from ingest_pipeline.settings import Settings
 from ingest_pipeline.stages import IN_PROCESS_TAG, Finding, Outcome
-from ingest_pipeline.store import Store
+from ingest_pipeline.storage.store import Store
 
 # Many documents per run: Dagster's per-run overhead is seconds, so runs are batches.
 BATCH_POLICY = BackfillPolicy.single_run()
@@ -116,7 +116,7 @@ def document_keys(context: AssetExecutionContext, settings: Settings, store: Sto
     """The documents a run works on: its partition keys, a shard key (shard mode) standing
     for the documents of its manifest. ``register`` writes their inventory rows first."""
     from ingest_pipeline.documents import DocumentEntry
-    from ingest_pipeline.shards import documents_of
+    from ingest_pipeline.storage.shards import documents_of
 
     scheme = settings.shard_scheme
     if scheme is None:

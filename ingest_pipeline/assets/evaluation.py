@@ -24,7 +24,7 @@ def build_eval_asset(profile: Profile):
     def _retrieval_eval(context: AssetExecutionContext, config: RetrievalEvalConfig,
                         ingest: IngestResource, store: StoreResource, embedder: EmbedderResource,
                         index: IndexResource) -> MaterializeResult:
-        from ingest_pipeline.evaluation import evaluate, question_set
+        from ingest_pipeline.retrieval.evaluation import evaluate, question_set
 
         p = Parts({"ingest": ingest, "store": store, "embedder": embedder, "index": index})
         qs = question_set(config.questions, p.settings.data)

@@ -6,7 +6,9 @@ import time
 
 from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
-from ingest_pipeline import progress, stages
+from ingest_pipeline.runtime import progress
+
+from ingest_pipeline import stages
 from ingest_pipeline.assets.chunks import chunk_asset_key
 from ingest_pipeline.assets.common import (
     BATCH_POLICY,

@@ -38,7 +38,7 @@ class OoxmlChunker(GridChecks, BaseChunker):
         return None
 
     def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
-        from ingest_pipeline.ooxml_safety import PackageError
+        from ingest_pipeline.office.safety import PackageError
 
         try:
             parts = self.parts(content)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ingest_pipeline.ooxml_safety import localname, rel_attr
+from ingest_pipeline.office.safety import localname, rel_attr
 
 _KINDS = {
     "barChart": "Bar chart", "bar3DChart": "Bar chart", "lineChart": "Line chart", "line3DChart": "Line chart",

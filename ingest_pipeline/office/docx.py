@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ingest_pipeline.ooxml_safety import DEFAULT_LIMITS, PackageLimits, attr, localname, open_package
+from ingest_pipeline.office.safety import DEFAULT_LIMITS, PackageLimits, attr, localname, open_package
 
 _SKIP_INLINE = frozenset({
     "pPr", "rPr", "sectPr", "sdtPr", "sdtEndPr", "del", "moveFrom", "delText", "delInstrText",
@@ -477,7 +477,7 @@ def _styles(package, main: str) -> tuple[dict[str, str], dict[str, tuple[str | N
 
 def load_docx(content: bytes, limits: PackageLimits = DEFAULT_LIMITS) -> list[DocSection]:
     """The sections of a Word document with their blocks; PackageError if unreadable."""
-    from ingest_pipeline.ooxml_safety import PackageError
+    from ingest_pipeline.office.safety import PackageError
 
     package = open_package(content, limits, kind="DOCX")
     main = package.main_part()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ingest_pipeline.ooxml_safety import DEFAULT_LIMITS, PackageLimits, localname, open_package, rel_attr
+from ingest_pipeline.office.safety import DEFAULT_LIMITS, PackageLimits, localname, open_package, rel_attr
 
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in slide EMUs
 _TRUE = ("1", "true", "on")
@@ -475,7 +475,7 @@ def _fill_zero(sizes: list[float], total: float) -> list[float]:
 
 def load_presentation(content: bytes, limits: PackageLimits = DEFAULT_LIMITS) -> list[SlideData]:
     """Every slide with its items and notes; PackageError if the deck cannot be read."""
-    from ingest_pipeline.ooxml_safety import MalformedPart, PackageError
+    from ingest_pipeline.office.safety import MalformedPart, PackageError
 
     package = open_package(content, limits, kind="PPTX")
     main = package.main_part()

@@ -11,7 +11,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass, field
 
-from ingest_pipeline.ooxml_safety import (
+from ingest_pipeline.office.safety import (
     DEFAULT_LIMITS,
     MalformedPart,
     PackageError,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.office.xlsx import load_sheets
-from ingest_pipeline.ooxml_safety import PackageError, ole2_reason
+from ingest_pipeline.office.safety import PackageError, ole2_reason
 from ingest_pipeline.readers.base import ReadOptions
 
 

@@ -17,13 +17,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest_pipeline import tables
+from ingest_pipeline.storage import tables
 from ingest_pipeline.contract import ChunkPiece, ContractError, Layout, PageOutput, validate_bbox
-from ingest_pipeline.embedding import Embedder
-from ingest_pipeline.faults import crash_point
+from ingest_pipeline.embedding.minilm import Embedder
+from ingest_pipeline.runtime.faults import crash_point
 from ingest_pipeline.identity import chunk_id
-from ingest_pipeline.memo import BoundedMemo
-from ingest_pipeline.merge import merge_claims
+from ingest_pipeline.runtime.memo import BoundedMemo
+from ingest_pipeline.stages.merge import merge_claims
 from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.claims import claim_content, claim_metas, load_winning_claims
@@ -32,8 +32,8 @@ from ingest_pipeline.stages.common import (
 )
 from ingest_pipeline.stages.pages import load_pages
 from ingest_pipeline.stages.sources import load_source, source_bytes
-from ingest_pipeline.store import Store, claim_pieces, meta_json, piece_row
-from ingest_pipeline.token_limits import bounded_counts, relink, relinked_metas, split_to_limit
+from ingest_pipeline.storage.store import Store, claim_pieces, meta_json, piece_row
+from ingest_pipeline.embedding.token_limits import bounded_counts, relink, relinked_metas, split_to_limit
 
 log = logging.getLogger(__name__)
 
@@ -582,7 +582,7 @@ def page_picture(store: Store, passwords: Any, rows: list[dict[str, Any]]) -> st
     """Markdown showing the first page with geometry among ``rows``, its chunk boxes drawn
     on the page rendered from the source bytes (None when no row has a box, or the bytes
     can no longer be read)."""
-    from ingest_pipeline.previews import preview_markdown_image, render_page_preview
+    from ingest_pipeline.stages.page_pictures import preview_markdown_image, render_page_preview
     from ingest_pipeline.readers.base import password_for
 
     first = next((r for r in rows if r["bbox"] is not None), None)

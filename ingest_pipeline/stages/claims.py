@@ -11,12 +11,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from ingest_pipeline import tables
+from ingest_pipeline.storage import tables
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 from ingest_pipeline.identity import with_reader_settings
-from ingest_pipeline.isolation import ParseWorker
-from ingest_pipeline.lake import as_stored
-from ingest_pipeline.merge import Claim
+from ingest_pipeline.runtime.isolation import ParseWorker
+from ingest_pipeline.storage.lake import as_stored
+from ingest_pipeline.stages.merge import Claim
 from ingest_pipeline.readers.base import password_for
 from ingest_pipeline.registry import ChunkerInfo
 from ingest_pipeline.settings import Settings
@@ -25,7 +25,7 @@ from ingest_pipeline.stages.common import (
 )
 from ingest_pipeline.stages.pages import load_pages
 from ingest_pipeline.stages.sources import load_source, source_bytes
-from ingest_pipeline.store import Store, piece_row
+from ingest_pipeline.storage.store import Store, piece_row
 
 
 def run_chunker(

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ingest_pipeline.identity import canonical_json, sha256_text
-from ingest_pipeline.store import Store
+from ingest_pipeline.storage.store import Store
 
 # Bump a stage's version when its output for the same input changes. Keyed by asset family
 # (``chunks`` is every ``chunks/<id>_v<version>`` asset); only the numbers enter fingerprints.

@@ -12,14 +12,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ingest_pipeline import tables
-from ingest_pipeline.embedding import Embedder
-from ingest_pipeline.faults import crash_point
+from ingest_pipeline.storage import tables
+from ingest_pipeline.embedding.minilm import Embedder
+from ingest_pipeline.runtime.faults import crash_point
 from ingest_pipeline.identity import canonical_json, sha256_text
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.common import STAGE_VERSIONS, UNCHANGED, Outcome, clear_error, fingerprint_of, record_error
-from ingest_pipeline.store import Store
-from ingest_pipeline.vector_index import load_client_ahead
+from ingest_pipeline.storage.store import Store
+from ingest_pipeline.storage.vector_index import load_client_ahead
 
 
 class EmbeddingCache:

@@ -12,8 +12,8 @@ import pyarrow.compute as pc
 
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.common import STAGE_VERSIONS, UNCHANGED, Finding, Outcome, UpstreamMissing, fingerprint_of
-from ingest_pipeline.store import Store
-from ingest_pipeline.vector_index import VectorIndex, index_schema, search_text
+from ingest_pipeline.storage.store import Store
+from ingest_pipeline.storage.vector_index import VectorIndex, index_schema, search_text
 
 
 def index_document(store: Store, index: VectorIndex, profile: Profile, document: str, run_id: str,

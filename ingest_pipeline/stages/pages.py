@@ -6,16 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from ingest_pipeline.contract import PageOutput
-from ingest_pipeline.faults import crash_point
+from ingest_pipeline.runtime.faults import crash_point
 from ingest_pipeline.identity import canonical_json
-from ingest_pipeline.isolation import ParseWorker
+from ingest_pipeline.runtime.isolation import ParseWorker
 from ingest_pipeline.readers import changed_settings, read_pages, reader_ids, reader_settings
 from ingest_pipeline.readers.base import ReadOptions, password_for
 from ingest_pipeline.readers.ocr import ocr_concerns
 from ingest_pipeline.settings import Settings
 from ingest_pipeline.stages.common import STAGE_VERSIONS, UNCHANGED, Outcome, UpstreamMissing, direct, fingerprint_of
 from ingest_pipeline.stages.sources import load_source, source_bytes
-from ingest_pipeline.store import Store
+from ingest_pipeline.storage.store import Store
 
 
 def read_document(settings: Settings, store: Store, document: str, run_id: str,

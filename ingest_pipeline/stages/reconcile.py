@@ -9,8 +9,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ingest_pipeline.documents import DocumentEntry
-from ingest_pipeline.store import Store
-from ingest_pipeline.vector_index import VectorIndex
+from ingest_pipeline.storage.store import Store
+from ingest_pipeline.storage.vector_index import VectorIndex
 
 
 @dataclass

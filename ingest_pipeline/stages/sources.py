@@ -6,14 +6,16 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from ingest_pipeline import media_types, object_store
+from ingest_pipeline import media_types
+
+from ingest_pipeline.storage import object_store
 from ingest_pipeline.documents import DocumentEntry, UntrustedSource, check_trusted
 from ingest_pipeline.identity import sha256_bytes
 from ingest_pipeline.settings import Settings
 from ingest_pipeline.stages.common import (
     STAGE_VERSIONS, UNCHANGED, Outcome, StageError, UpstreamMissing, fingerprint_of, now,
 )
-from ingest_pipeline.store import Store
+from ingest_pipeline.storage.store import Store
 
 
 def observe_source(settings: Settings, store: Store, document: str, run_id: str, force: bool = False) -> Outcome:

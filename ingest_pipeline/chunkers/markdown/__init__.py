@@ -15,6 +15,7 @@ paths, shared with headings@1), ``chunker`` (packing and pieces), ``validation``
 checks and metrics of SPEC C56-C61).
 """
 
-from ingest_pipeline.chunkers.markdown.chunker import MarkdownChunker, MarkdownConfig
+from ingest_pipeline.chunkers.markdown.chunker import MarkdownChunker
+from ingest_pipeline.chunkers.markdown.config import MarkdownConfig
 
 __all__ = ["MarkdownChunker", "MarkdownConfig"]

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ingest_pipeline.chunkers.markdown.config import MarkdownConfig
 from ingest_pipeline.chunkers.markdown.scanner import scan_blocks
 from ingest_pipeline.chunkers.markdown.sections import ParsedMarkdown
 from ingest_pipeline.contract import CheckOutcome, ChunkPiece
-
-if TYPE_CHECKING:
-    from ingest_pipeline.chunkers.markdown.chunker import MarkdownConfig
 
 def validate(
     text: str, pieces: Sequence[ChunkPiece], config: MarkdownConfig

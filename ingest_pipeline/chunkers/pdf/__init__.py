@@ -1,0 +1,1 @@
+"""PDF chunkers, one module per version, over a shared PDFium page layer."""

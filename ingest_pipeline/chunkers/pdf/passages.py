@@ -1,0 +1,529 @@
+"""pdf@4: passages for retrieval, packed from the page layout the other PDF versions find.
+
+A passage is a run of consecutive regions of one page in reading order — pdf@2's
+paragraphs and headings, pdf@3's ruled tables, lines@2's groups of OCR-read lines — sized
+in the embedder's own tokens. It never crosses a page or a heading; a table is a passage
+of its own, split between rows (header repeated) when too large. Running headers,
+footers and page numbers are left out (named in the first passage's ``meta``), and the
+title the first page sets largest is named in its first passage's ``meta``
+(``document_title``), for the chunk map's document context.
+
+The embedding text is the nearest heading (``embed_headings``) and the passage's text
+without its standalone numbers (``embed_numbers``): measured on both question sets, the
+model finds passages better without them, and reads a fifth fewer tokens (README,
+retrieval). The text, the heading path and keyword search keep everything.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import statistics
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from pydantic import Field, model_validator
+
+from ingest_pipeline import media_types as mt
+from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
+from ingest_pipeline.contract import (
+    BBox,
+    ChunkPiece,
+    Layout,
+    LayoutRegion,
+    PageChunks,
+    PageOutput,
+    validate_bbox,
+)
+from ingest_pipeline.embedding.word_counts import counter_for
+
+log = logging.getLogger(__name__)
+
+MODEL_LIMIT = 256  # tokens the embedder reads, [CLS] and [SEP] included
+_SPECIALS = 2
+_RUNNING = ("page_header", "page_footer")
+_LETTER = re.compile(r"[^\W\d_]")
+_NUMBER = re.compile(r"\d[\d,.]*")
+_TITLE_CHARS = 120  # a title line's length at most, however few its spaces
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # a font without a usable text map
+_FIGURE = re.compile(r"[$()\d,.\-\u2013\u2014%*\u2020]+")  # a word of digits and the signs around amounts
+_YEAR = re.compile(r"\(?(?:19|20)\d\d\)?")
+
+
+class PassageConfig(ChunkerConfig):
+    target_tokens: int = Field(default=160, ge=16, description="close a passage once it holds this many tokens")
+    max_tokens: int = Field(default=224, ge=32, le=MODEL_LIMIT,
+                            description="hard maximum of a passage's embedding text, specials included; the "
+                                        "rest of the model's 256 is left for the document title")
+    heading_size: float = Field(default=1.15, gt=1.0, description="a heading's font size over the body's")
+    max_heading_words: int = Field(default=16, ge=1)
+    title_size: float = Field(default=1.3, ge=0.0,
+                              description="the document's title: the largest short lines of its first page, when "
+                                          "their font is this many times the page's body size (0: never)")
+    max_title_words: int = Field(default=10, ge=1)
+    embed_headings: int = Field(default=1, ge=0, le=3,
+                                description="how many of the nearest headings of the path (it keeps three) lead the "
+                                            "embedding text; the chunk's header_path keeps them all")
+    page_numbers: bool = Field(default=False,
+                               description="keep a lone page number (7, F-36, Page 7 of 90, iv) that is a page's "
+                                           "lowest or highest line wherever it sits; by default it is left out like a "
+                                           "running footer when three pages print numbers of one series at "
+                                           "one offset from their page number")
+    embed_numbers: bool = Field(default=False,
+                                description="keep standalone numbers and the signs around them ($ 1,234 (5.6) %) in "
+                                            "the embedding text; years are kept either way, and the chunk's text "
+                                            "and keyword search keep every number")
+
+    @model_validator(mode="after")
+    def _target_below_max(self):
+        if self.target_tokens > self.max_tokens:
+            raise ValueError("target_tokens must not exceed max_tokens")
+        return self
+
+
+def model_tokenizer():
+    """The embedder's own tokenizer (no truncation), without loading the model."""
+    return _word_counter().tokenizer
+
+
+def _word_counter():
+    from ingest_pipeline.embedding.minilm import MiniLMEmbedder
+
+    return counter_for(MiniLMEmbedder.tokenizer_path())
+
+
+def count_tokens(texts: Sequence[str]) -> list[int]:
+    """Tokens of each text without specials; for this WordPiece model counts add up over
+    whitespace-joined texts (``WordCounter`` counts them so, word by word)."""
+    if not texts:
+        return []
+    return _word_counter().counts(texts)
+
+
+def token_offsets(text: str) -> list[tuple[int, int]]:
+    return list(model_tokenizer().encode(text, add_special_tokens=False).offsets)
+
+
+@dataclass
+class Region:
+    """A unit the packer places: text with its normalized box and role. ``parts`` are its
+    lines (text, box) for a paragraph that may need cutting; ``piece`` a ready table."""
+
+    text: str
+    bbox: BBox | None
+    role: str
+    heading_level: float = 0.0  # > 0 for a heading: larger is higher in the outline
+    parts: list[tuple[str, BBox | None]] = field(default_factory=list)
+    piece: ChunkPiece | None = None
+    tokens: int = 0
+
+    @property
+    def heading(self) -> bool:
+        return self.heading_level > 0
+
+
+def _union(boxes: Sequence[BBox | None]) -> BBox | None:
+    real = [b for b in boxes if b is not None]
+    if not real:
+        return None
+    return validate_bbox((min(b[0] for b in real), min(b[1] for b in real),
+                          max(b[2] for b in real), max(b[3] for b in real)))
+
+
+class HeadingPath:
+    """The outline above the current point of a document: a stack of (level, text)."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[float, str]] = []
+
+    def enter(self, level: float, text: str) -> None:
+        while self.stack and self.stack[-1][0] <= level:
+            self.stack.pop()
+        self.stack.append((level, " ".join(text.split())[:120]))
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        return tuple(t for _, t in self.stack[-3:])
+
+
+@functools.lru_cache(maxsize=4096)
+def _prefix_tokens(prefix: tuple[str, ...]) -> int:
+    return count_tokens(["\n".join(prefix)])[0] if prefix else 0
+
+
+def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PassageConfig) -> list[ChunkPiece]:
+    """Passages of one page from its regions in reading order (``outline`` carries the
+    heading path over from the previous pages and is advanced here by its headings).
+
+    Regions join the open passage while its embedding text (heading path, text, specials)
+    stays within ``max_tokens``; it closes at ``target_tokens``, before a heading that
+    follows text, and around a table. A region too long alone is packed line by line,
+    and a line too long alone is cut at a sentence or word boundary."""
+    passages: list[ChunkPiece] = []
+    current: list[tuple[str, BBox | None, str]] = []  # (text, box, role)
+    own: set[str] = set()  # the open passage's headings, as the outline holds them
+    used = 0
+    led = -1  # tokens of the prefix; -1 once the outline or ``own`` changed
+
+    def prefix() -> tuple[str, ...]:
+        # headings the passage itself starts with are in its text, not in its prefix
+        return _nearest(tuple(p for p in outline.path if p not in own), config)
+
+    def room() -> int:
+        nonlocal led
+        if led < 0:
+            led = _prefix_tokens(prefix())
+        return config.max_tokens - _SPECIALS - led - used
+
+    def add(text: str, box: BBox | None, role: str, tokens: int) -> None:
+        nonlocal used, led
+        current.append((text, box, role))
+        if role == "heading":
+            own.add(" ".join(text.split())[:120])
+            led = -1
+        used += tokens
+
+    def flush() -> None:
+        nonlocal used, led
+        if current:
+            passages.append(_passage(current, outline.path, prefix(), config))
+        current.clear()
+        own.clear()
+        used, led = 0, -1
+
+    for region in regions:
+        if region.piece is not None:  # a table: a passage of its own, split between rows to fit
+            flush()
+            passages.extend(_table_passages(region, outline.path, config))
+            continue
+        if region.heading:
+            if any(role != "heading" for _, _, role in current):
+                flush()
+            outline.enter(region.heading_level, region.text)  # headings in a row stay together
+            led = -1
+        if current and region.tokens > room():
+            flush()
+        if region.tokens > room():  # too long alone: pack its lines; cut a line too long alone
+            for text, box in region.parts or [(region.text, region.bbox)]:
+                n = count_tokens([text])[0]
+                if current and n > room():
+                    flush()
+                if n > room():
+                    for part in _cut(text, room()):
+                        add(part, box, region.role, 0)
+                        flush()
+                    continue
+                add(text, box, region.role, n)
+            continue
+        add(region.text, region.bbox, region.role, region.tokens)
+        if config.max_tokens - room() >= config.target_tokens:
+            flush()
+    flush()
+    return passages
+
+
+def cover_title(lines, config: PassageConfig) -> str:
+    """The name a document's first page gives it: its lines set in the largest font (at
+    most two, within 1% of the largest, in reading order) among those of few words with a
+    letter, when that font is ``title_size`` times the page's middle size or more; "" when
+    nothing stands out. A 10-Q's cover names its company this way ("Apple Inc."), where the
+    file name may say only a ticker."""
+    sized = [ln for ln in lines if ln.size > 0]
+    if not sized or not config.title_size:
+        return ""
+    body = statistics.median_high(ln.size for ln in sized)
+    short = [ln for ln in sized if len(ln.text.split()) <= config.max_title_words and len(ln.text) <= _TITLE_CHARS
+             and _LETTER.search(ln.text) and not _CONTROL.search(ln.text)]
+    if not short:
+        return ""
+    top = max(ln.size for ln in short)
+    if top < config.title_size * body:
+        return ""
+    return " ".join([" ".join(ln.text.split()) for ln in short if ln.size >= 0.99 * top][:2])
+
+
+def _cut(text: str, budget: int) -> list[str]:
+    from ingest_pipeline.embedding.token_limits import split_text
+
+    return split_text(text, token_offsets, budget)
+
+
+def _nearest(path: tuple[str, ...], config: PassageConfig) -> tuple[str, ...]:
+    """The headings that lead a passage's embedding text: the last ``embed_headings`` of its path."""
+    return path[len(path) - config.embed_headings:] if config.embed_headings else ()
+
+
+def model_words(text: str) -> str:
+    """A text as the model is given it when numbers are left out: each line without its
+    words made only of digits and the signs around amounts ("$", "1,234", "(5.6)", "%"),
+    years kept, the words of a line joined by one space, lines left empty dropped; the text
+    itself when nothing would be left. A dense embedding of "745 1,330 1,698" says nothing a
+    question can match; keyword search still reads every number (see
+    ``vector_index.search_text``)."""
+    lines = []
+    for line in text.split("\n"):
+        words = [w for w in line.split() if not _FIGURE.fullmatch(w) or _YEAR.fullmatch(w)]
+        if words:
+            lines.append(" ".join(words))
+    return "\n".join(lines) or text
+
+
+def _embedding_text(text: str, prefix: tuple[str, ...], config: PassageConfig) -> str | None:
+    """What the model reads for a passage: its leading headings, then its text (its numbers
+    left out unless ``embed_numbers``); None when that is the text itself."""
+    body = text if config.embed_numbers else model_words(text)
+    embed = "\n".join((*prefix, body))
+    return None if embed == text else embed
+
+
+def _passage(packed: Sequence[tuple[str, BBox | None, str]], path: tuple[str, ...],
+             prefix: tuple[str, ...], config: PassageConfig) -> ChunkPiece:
+    text = "\n".join(t for t, _, _ in packed)
+    bbox = _union([b for _, b, _ in packed])
+    regions = tuple(LayoutRegion(role, b) for _, b, role in packed if b is not None)
+    embed = _embedding_text(text, prefix, config)
+    return ChunkPiece(
+        text=text, bbox=bbox, bbox_reason=None if bbox else "unresolved",
+        layout=Layout(role="passage", regions=regions), header_path=path, content_type="passage",
+        embed_text=embed, meta={"regions": len(packed)},
+    )
+
+
+def _table_passages(region: Region, path: tuple[str, ...], config: PassageConfig) -> list[ChunkPiece]:
+    from ingest_pipeline.embedding.token_limits import split_to_limit
+
+    piece = region.piece
+    prefix = _nearest(path, config)
+    embed = "\n".join((*prefix, piece.text)) if prefix else None
+    whole = replace(piece, header_path=path, embed_text=embed)
+    out = []
+    for part in split_to_limit(whole, token_offsets, config.max_tokens):  # sized with every number
+        layout = part.layout
+        box = part.bbox
+        out.append(replace(part, layout=Layout(role="table", table=layout.table if layout else None,
+                                               regions=(LayoutRegion("table", box),) if box else ()),
+                           embed_text=_embedding_text(part.text, prefix, config)))
+    return out
+
+
+# ---------------------------------------------------------------- regions from PDF layout
+
+
+def _is_heading_text(text: str, words: int) -> bool:
+    """Text that can be a heading: short, mostly letters, few numbers, starting with a
+    capital or a digit, not ending like a clause or a sentence of some length."""
+    letters = len(_LETTER.findall(text))
+    solid = len("".join(text.split()))
+    n = len(text.split())
+    stripped = text.strip()
+    return bool(0 < n <= words and solid and letters >= 0.6 * solid and len(_NUMBER.findall(text)) <= 2
+                and (stripped[0].isupper() or stripped[0].isdigit())
+                and not stripped.endswith((",", ";", ":")) and not (n > 6 and stripped.endswith(".")))
+
+
+class _Rows:
+    """A page's lines by their tops, so the lines that can share a row with a given line
+    are found by bisection instead of a walk over the whole page: with no line taller
+    than ``tallest``, a line overlapping ``mine`` vertically starts within ``tallest``
+    above it (a point more, against rounding). Pages with a line of negative (or no)
+    height keep the whole walk."""
+
+    def __init__(self, lines) -> None:
+        self.lines = sorted(lines, key=lambda ln: ln.y0)
+        self.tops = [ln.y0 for ln in self.lines]
+        heights = [ln.y1 - ln.y0 for ln in self.lines]
+        self.tallest = max(heights, default=0.0)
+        self.whole = any(not h >= 0 for h in heights)
+
+    def near(self, mine):
+        if self.whole:
+            return self.lines
+        return self.lines[bisect_left(self.tops, mine.y0 - self.tallest - 1.0):bisect_right(self.tops, mine.y1)]
+
+
+def _alone_in_row(par, rows: _Rows) -> bool:
+    """No other line shares a row with the paragraph's lines (a table's column labels do)."""
+    own = {id(ln) for ln in par.lines}
+    for mine in par.lines:
+        height = mine.y1 - mine.y0
+        for ln in rows.near(mine):
+            if id(ln) not in own and min(ln.y1, mine.y1) - max(ln.y0, mine.y0) > 0.5 * min(height, ln.y1 - ln.y0):
+                return False
+    return True
+
+
+def pdf_regions(lines, frame, running: set[int], grids, weights: Sequence[int], config: PassageConfig,
+                tables_chunker) -> tuple[list[Region], list[dict]]:
+    """A text-layer page's regions in reading order, and the running lines left out.
+    Headings are short paragraphs set larger than the page's body text, or bold where
+    the body is not."""
+    from ingest_pipeline.layout.paragraphs import paragraphs
+
+    def inside(ln, g) -> bool:
+        x0, y0, x1, y1 = g.box
+        return x0 <= ln.cx <= x1 and y0 <= ln.cy <= y1
+
+    keep = [i for i, ln in enumerate(lines) if not any(inside(ln, g) for g in grids)]
+    remap = {old: new for new, old in enumerate(keep)}
+    kept = [lines[i] for i in keep]
+    weight_of = {id(lines[i]): weights[i] for i in keep}
+    pars = paragraphs(kept, frame.height, {remap[i] for i in running if i in remap})
+    body = [ln for p in pars if p.role not in _RUNNING for ln in p.lines if ln.direction == 0]
+    body_size = statistics.median([ln.size for ln in body]) if body else 0.0
+    # the body's weight: the weight most of the text is set in (by characters)
+    by_weight: dict[int, int] = {}
+    for ln in body:
+        by_weight[weight_of[id(ln)]] = by_weight.get(weight_of[id(ln)], 0) + len(ln.text)
+    body_bold = bool(by_weight) and max(by_weight, key=by_weight.get) >= 600
+    regions: list[Region] = []
+    left_out = []
+    rows = _Rows(kept)
+    for par in pars:
+        box = frame.normalize(par.box)
+        if par.role in _RUNNING:
+            left_out.append({"role": par.role, "text": par.text, "bbox": list(box) if box else None})
+            continue
+        first = par.lines[0]
+        size = max(ln.size for ln in par.lines)
+        bold = all(weight_of[id(ln)] >= 600 for ln in par.lines)
+        larger = body_size > 0 and size >= config.heading_size * body_size
+        level = 0.0
+        if (len(par.lines) <= 3 and first.direction == 0 and _is_heading_text(par.text, config.max_heading_words)
+                and _alone_in_row(par, rows)):
+            if larger or (bold and not body_bold and size >= 0.97 * body_size):  # not a small bold label
+                level = size / (body_size or size) + (0.05 if bold else 0.0)
+        role = "heading" if level else "paragraph"
+        regions.append(Region(par.text, box, role, heading_level=level,
+                              parts=[(ln.text, frame.normalize(ln.box)) for ln in par.lines]))
+    placed = []
+    body_pars = [p for p in pars if p.role not in _RUNNING]  # aligned with ``regions``
+    for g in grids:
+        pieces = tables_chunker._table_pieces(g, frame)
+        if pieces:
+            at = tables_chunker._table_position(body_pars, g.box)
+            placed.append((at, g.box[1], Region(pieces[0].text, pieces[0].bbox, "table", piece=pieces[0])))
+    for at, _top, region in sorted(placed, key=lambda t: (-t[0], -t[1])):  # from the back: positions hold
+        regions.insert(at, region)
+    return regions, left_out
+
+
+def ocr_regions(pieces: Sequence[ChunkPiece], heading_size: float, words: int) -> tuple[list[Region], list[dict]]:
+    """An OCR-read page's regions from lines@2's paragraphs (its role says heading by size)."""
+    regions, left_out = [], []
+    for piece in pieces:
+        role = piece.layout.role if piece.layout else "paragraph"
+        if role in _RUNNING:
+            left_out.append({"role": role, "text": piece.text, "bbox": list(piece.bbox) if piece.bbox else None})
+            continue
+        heading = role == "heading" and _is_heading_text(piece.text, words)
+        regions.append(Region(piece.text, piece.bbox, "heading" if heading else "paragraph",
+                              heading_level=heading_size if heading else 0.0))
+    return regions, left_out
+
+
+def _page_layout(pdf, index: int, tables_chunker):
+    """(lines, frame, chars, grids, weights) of one page (lock held), through the walk
+    pdf@1-3 share: what they kept of the page in this process (lines, ruled tables, the
+    lines' weights), else the page loaded and laid out now. Weights evicted from the memo
+    (or a document the memo does not key) cost one more load."""
+    import ctypes
+
+    import pypdfium2.raw as raw
+
+    from ingest_pipeline.chunkers.pdf.page_layer import PAGE_EXTRAS, WEIGHTS, extra_key, keep_weights, page_key, page_lines
+
+    lines, frame, n, _unit, grids = page_lines(pdf, index, tables_chunker._grids)
+    if n <= 0:
+        return [], frame, 0, [], []
+    key = page_key(pdf, index)
+    weights = PAGE_EXTRAS.get(extra_key(key, WEIGHTS))
+    if weights is None or len(weights) != len(lines):
+        page = pdf[index]
+        try:
+            textpage = page.get_textpage()
+            try:
+                weights = keep_weights(key, lines, textpage, raw, ctypes)
+            finally:
+                textpage.close()
+        finally:
+            page.close()
+    return lines, frame, n, grids, weights
+
+
+class PdfPassagesChunker(BaseChunker):
+    """pdf@4: layout regions packed into token-sized passages with heading paths."""
+
+    id = "pdf"
+    version = 4
+    summary = ("a passage: consecutive paragraphs of one PDF page under one heading (or one table, split "
+               "between rows), sized in the embedder's tokens; its box, its regions' boxes and heading path; "
+               "the model reads it after its nearest heading, without its standalone numbers")
+    media_types = frozenset({mt.PDF})
+    builtin = True
+    opt_in = True
+    Config = PassageConfig
+
+    def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
+        from ingest_pipeline.chunkers.lines import LineParagraphsChunker
+        from ingest_pipeline.chunkers.pdf.page_layer import PdfTablesChunker, opened_pdf
+        from ingest_pipeline.layout.paragraphs import page_number_lines, running_lines
+
+        if not pages:
+            return ()
+        tables = PdfTablesChunker({"max_table_chars": 10**9})  # one piece per table; split here by tokens
+        laid_out = []  # (page output, lines, frame, grids, weights)
+        with opened_pdf(content) as pdf:
+            if pdf is None:
+                return ()
+            count = len(pdf)
+            for po in pages:
+                if po.status != "read" or not 1 <= po.page <= count:
+                    continue
+                try:
+                    lines, frame, n, grids, weights = _page_layout(pdf, po.page - 1, tables)
+                except Exception:  # noqa: BLE001 - one broken page costs only itself
+                    log.warning("pdf@4 could not lay out page %d", po.page, exc_info=True)
+                    continue
+                if n:
+                    laid_out.append((po, lines, frame, grids, weights))
+                elif po.lines:
+                    laid_out.append((po, None, None, None, None))  # OCR-read: lines@2's groups
+        text_pages = [x for x in laid_out if x[1] is not None]
+        marks = running_lines([x[1] for x in text_pages], [x[2].height for x in text_pages])
+        if not self.config.page_numbers:
+            marks |= page_number_lines([x[1] for x in text_pages], [x[0].page for x in text_pages])
+        running: dict[int, set[int]] = {}
+        for p, i in marks:
+            running.setdefault(text_pages[p][0].page, set()).add(i)
+        ocr_pages = tuple(x[0] for x in laid_out if x[1] is None)
+        ocr = {pc.page: pc.pieces for pc in LineParagraphsChunker().chunk(content, media_type, ocr_pages)}
+        outline = HeadingPath()
+        out = []
+        for po, lines, frame, grids, weights in laid_out:
+            if lines is None:
+                if po.page not in ocr:
+                    continue
+                regions, left_out = ocr_regions(ocr[po.page], self.config.heading_size, self.config.max_heading_words)
+            else:
+                regions, left_out = pdf_regions(lines, frame, running.get(po.page, set()), grids, weights,
+                                                self.config, tables)
+            for region, n in zip(regions, count_tokens([r.text for r in regions])):
+                region.tokens = n
+            passages = pack_page(regions, outline, self.config)
+            if passages and left_out:
+                passages[0] = replace(passages[0], meta={**passages[0].meta, "left_out": left_out})
+            if passages and po.page == 1 and lines is not None:
+                title = cover_title([ln for i, ln in enumerate(lines) if i not in running.get(1, set())], self.config)
+                if title:
+                    passages[0] = replace(passages[0], meta={**passages[0].meta, "document_title": title})
+            out.append(PageChunks(page=po.page, pieces=tuple(passages)))
+        return tuple(out)
+
+    def metrics(self, answer: tuple[PageChunks, ...]) -> dict:
+        pieces = [p for pc in answer for p in pc.pieces]
+        tokens = count_tokens([p.embed_text or p.text for p in pieces])
+        return {"passages": len(pieces), "tables": sum(1 for p in pieces if p.content_type == "table"),
+                "mean_tokens": round(statistics.mean(tokens), 1) if tokens else 0.0,
+                "max_tokens": max(tokens) + _SPECIALS if tokens else 0}

@@ -1,0 +1,1 @@
+"""The ``ingest-pipeline`` command line and what each command prints."""

@@ -1,0 +1,352 @@
+"""The ``ingest-pipeline`` command line: ingest, search, query, chunkers, inspect."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from ingest_pipeline.settings import default_data_dir
+
+
+def _parts(args):
+    """The storage root's parts, from the resources its code location binds."""
+    from ingest_pipeline.storage import object_store
+    from ingest_pipeline.resources import parts_for
+
+    return parts_for(object_store.absolute(args.data))  # a local path made absolute; a URI as it is
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=_jsonable)
+
+
+def _jsonable(value: Any):
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+def _color(args, stream) -> bool:
+    return args.color if args.color is not None else stream.isatty()
+
+
+def _console(args, stream=None):
+    from rich.console import Console
+
+    stream = stream or sys.stdout
+    color = _color(args, stream)
+    return Console(file=stream, color_system="standard" if color else None, force_terminal=color or None,
+                   highlight=False, soft_wrap=True, emoji=False)
+
+
+def _run_ingest(args, p, paths, force: bool = False):
+    from ingest_pipeline.commands.progress_display import watcher_for
+    from ingest_pipeline.commands.ingest import ingest
+
+    watcher = watcher_for(sys.stderr, color=args.color, quiet=args.json)
+    return ingest(p, paths, watcher=watcher, force=force)
+
+
+def cmd_ingest(args) -> int:
+    from ingest_pipeline.commands.summary import summary_text
+
+    p = _parts(args)
+    report = _run_ingest(args, p, args.paths, force=args.force)
+    if args.json:
+        print(_json(report.as_dict()))
+        return 0
+    tracebacks = _tracebacks(p, report) if args.debug else None
+    _console(args).print(summary_text(report, depth=args.depth, tracebacks=tracebacks))
+    return 0
+
+
+def _tracebacks(p, report) -> dict[tuple[str, str], str]:
+    """The stored traceback of every failure in the report (for --debug)."""
+    from ingest_pipeline.stages import error_traceback
+
+    found = {}
+    for doc, errors in [*report.failed.items(), *report.warnings.items()]:
+        for error in errors:
+            detail = error_traceback(p.store, error["stage"], doc)
+            if detail:
+                found[(doc, error["stage"])] = detail
+    return found
+
+
+def _box(bbox) -> str:
+    if not bbox:
+        return ""
+    return f"[{bbox['x0']:.3f}, {bbox['y0']:.3f}, {bbox['x1']:.3f}, {bbox['y1']:.3f}]"
+
+
+class NotIndexed(Exception):
+    """A search named a profile that is not indexed."""
+
+
+def search_hits(p, query: str, profile: str | None, k: int, mode: str) -> list[dict[str, Any]]:
+    profile = profile or p.settings.default_profile
+    if not p.settings.is_indexed(profile):
+        raise NotIndexed(f"profile '{profile}' is not indexed (its chunk map is in the lake, but nothing is "
+                         f"embedded or in LanceDB); set indexed = true under [profiles.{profile}] in "
+                         f"ingest_pipeline.toml and ingest again to search it")
+    vector = p.embedder.embed([query])[0].tolist() if mode in ("vector", "hybrid") else None
+    hits = p.index.search(profile, query, vector, k=k, mode=mode)
+    return [{key: hit.get(key) for key in ("chunk_id", "document_id", "path", "page", "bbox", "bbox_reason",
+                                           "role", "label", "text", "score", "chunker", "config_hash", "reader",
+                                           "source_sha256", "run_id")} for hit in hits]
+
+
+def cmd_search(args) -> int:
+    p = _parts(args)
+    try:
+        hits = search_hits(p, args.query, args.profile, args.k, args.mode)
+    except (NotIndexed, KeyError) as exc:
+        print(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc), file=sys.stderr)
+        return 2
+    if args.explain:
+        from ingest_pipeline.commands.lineage import explain_chunk, format_chain
+
+        for hit in hits:
+            chains = explain_chunk(p, hit["chunk_id"], args.profile or p.settings.default_profile)
+            hit["lineage"] = chains[0] if chains else None
+    if args.json:
+        print(_json(hits))
+        return 0
+    if not hits:
+        print("no hits (has anything been ingested? try: ingest-pipeline ingest)")
+        return 0
+    for rank, hit in enumerate(hits, 1):
+        where = f"{hit['path']}  page {hit['page']}  {_box(hit['bbox']) or hit['bbox_reason']}"
+        text = " ".join((hit["text"] or "").split())
+        print(f"{rank}. {where}  score {hit['score']:.4f}  [{hit['chunker']}]")
+        print(f"   {text[:200]}{'…' if len(text) > 200 else ''}")
+        if args.explain and hit.get("lineage"):
+            print("   " + format_chain(hit["lineage"]).replace("\n", "\n   "))
+    return 0
+
+
+def cmd_query(args) -> int:
+    from ingest_pipeline.storage.catalog import analyst_query
+
+    p = _parts(args)
+    table = analyst_query(p.lake, p.settings.catalog_path, args.sql)
+    rows = table.to_pylist()
+    if args.json:
+        print(_json(rows))
+        return 0
+    print(_table(table.column_names, rows))
+    return 0
+
+
+def _table(columns: list[str], rows: list[dict[str, Any]], width: int = 60) -> str:
+    def cell(v: Any) -> str:
+        text = _jsonable(v) if isinstance(v, bytes) else ("" if v is None else str(v))
+        text = text.replace("\n", " ")
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    cells = [[cell(r[c]) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(lines)
+
+
+def cmd_chunkers(args) -> int:
+    from ingest_pipeline.readers import reader_ids
+    from ingest_pipeline.registry import ChunkerRegistry
+
+    registry = ChunkerRegistry.discover(reserved_ids=reader_ids())
+    rows = [{"chunker": i.ref, "id": i.id, "version": i.version, "default": i.default,
+             "builtin": i.builtin, "fallback": i.fallback, "media_types": list(i.media_types or ["*"]),
+             "summary": i.summary, "config_hash": i.config_hash} for i in registry.infos()]
+    if args.json:
+        print(_json(rows))
+    else:
+        shown = [{**r, "media_types": ", ".join(r["media_types"]), "default": "default" if r["default"] else "opt-in"}
+                 for r in rows]
+        print(_table(["chunker", "default", "media_types", "summary"], shown, width=70))
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from ingest_pipeline.commands import inspection
+    p = _parts(args)
+    if args.chunk:
+        from ingest_pipeline.commands.lineage import explain_chunk, format_chain
+
+        chains = explain_chunk(p, args.chunk, args.profile)
+        if not chains:
+            print(f"no chunk {args.chunk!r}", file=sys.stderr)
+            return 1
+        print(_json(chains) if args.json else "\n\n".join(format_chain(c) for c in chains))
+        return 0
+    if not args.document:
+        print("inspect needs a DOCUMENT or --chunk ID", file=sys.stderr)
+        return 2
+    source = inspection.find_source(p.lake, args.document)
+    if source is None:
+        print(f"no document {args.document!r} (use a document_id or its path as listed by: "
+              f"ingest-pipeline query \"select document_id, path from sources\")", file=sys.stderr)
+        return 1
+    did = source["document_id"]
+    profile = args.profile or p.settings.default_profile
+    if args.chunker:
+        p.registry.get(args.chunker)  # an unknown ID@V is a clear error, not an empty listing
+    errors = inspection.error_records(p.lake, did)
+    if args.json:  # the document at a glance, as one object
+        pages = [{k: r[k] for k in ("page", "status", "reason", "reader", "width", "height")}
+                 | {"chars": len(r["text"] or "")} for r in inspection.page_records(p.lake, did)]
+        chunks = inspection.chunk_records(p.lake, did, profile, args.chunker)
+        print(_json({"source": source, "pages": pages, "profile": profile, "chunks": chunks,
+                     "errors": [{k: e[k] for k in ("stage", "error", "reason", "run_id")} for e in errors]}))
+        return 0
+    if args.stage == "pages":
+        items = inspection.page_records(p.lake, did)
+    elif args.stage == "claims":
+        items = inspection.claim_records(p.lake, did, args.chunker)
+    elif args.stage == "chunks":
+        items = inspection.chunk_records(p.lake, did, profile, args.chunker)
+    else:
+        items = []
+    if args.limit is not None and args.format == "rich":
+        items = items[: args.limit]
+    max_tokens = p.embedder.max_tokens
+    summary = inspection.size_stats(items, max_tokens, p.embedder.count_tokens) if items else None
+    if summary:
+        summary["stage"] = args.stage
+    records = [inspection.source_record(source), *items, *errors, *([summary] if summary else [])]
+    if args.format == "jsonl":
+        sys.stdout.write(inspection.to_jsonl(records, args.content_lines))
+        return 0
+    console = _console(args)
+    if args.stage == "chunks":
+        console.print(f"profile '{profile}'" + (f", chunker {args.chunker}" if args.chunker else ""), style="dim")
+    inspection.render(console, records, args.content_lines, max_tokens, show_source_text=args.stage == "sources")
+    if not items and args.stage != "sources":
+        console.print(f"no {args.stage} for this document" + (f" from {args.chunker}" if args.chunker else "")
+                      + (f" in profile '{profile}'" if args.stage == "chunks" else ""))
+    return 0
+
+
+def cmd_show(args) -> int:
+    from ingest_pipeline.commands.show import ShowError, show_page
+
+    p = _parts(args)
+    try:
+        drawn = show_page(p, args.document, args.out, page=args.page, profile=args.profile, chunker=args.chunker,
+                          compare=args.compare or (), width_px=args.width)
+    except ShowError as exc:
+        print(f"show: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(_json(drawn))
+    else:
+        panels = "; ".join(f"{pn['title']}, {pn['boxes']} boxes" for pn in drawn["panels"])
+        print(f"{drawn['out']}: {drawn['path']} page {drawn['page']} — {panels} ({drawn['bytes']} bytes)")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from ingest_pipeline.retrieval.evaluation import evaluate, format_table, question_set
+
+    p = _parts(args)
+    qs = question_set(args.questions, p.settings.data)
+    if not args.skip_ingest:
+        report = _run_ingest(args, p, [qs.documents])
+        if not args.json:
+            print(f"{qs.name}: {report.documents} documents ({len(report.unchanged)} unchanged, "
+                  f"{len(report.failed)} failed), {len(qs.questions)} questions", file=sys.stderr)
+    profiles = args.profile or [pr.name for pr in p.settings.profiles]
+    rows = evaluate(p, qs, profiles, baselines=not args.no_baselines, mode=args.mode,
+                    progress=None if args.json else lambda m: print(f"evaluating {m}…", file=sys.stderr))
+    print(_json(rows) if args.json else format_table(rows))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ingest-pipeline", description=__doc__)
+    parser.add_argument("--data", default=default_data_dir(),
+                        help="storage root (default ./data, or $INGEST_DATA)")
+    parser.add_argument("--debug", action="store_true", default=bool(os.environ.get("INGEST_DEBUG")),
+                        help="show tracebacks (of failures, and of the command itself)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, fn, help_text: str):
+        cmd = sub.add_parser(name, help=help_text)
+        cmd.add_argument("--json", action="store_true", help="machine-readable output")
+        colour = cmd.add_mutually_exclusive_group()
+        colour.add_argument("--color", dest="color", action="store_true", default=None,
+                            help="colour even when not writing to a terminal")
+        colour.add_argument("--no-color", dest="color", action="store_false", help="never colour")
+        cmd.set_defaults(fn=fn)
+        return cmd
+
+    ingest_cmd = add("ingest", cmd_ingest, "ingest files or folders (default: the source root)")
+    ingest_cmd.add_argument("paths", nargs="*")
+    ingest_cmd.add_argument("--depth", type=int, help="show files (and folders) down to this many levels "
+                                                       "in the summary tree (default: every folder, no files)")
+    ingest_cmd.add_argument("--force", action="store_true",
+                            help="recompute the named documents (default: every one) whatever their fingerprints")
+    search_cmd = add("search", cmd_search, "search a profile's LanceDB table")
+    search_cmd.add_argument("query")
+    search_cmd.add_argument("--profile")
+    search_cmd.add_argument("-k", type=int, default=5)
+    search_cmd.add_argument("--mode", choices=("vector", "text", "hybrid"), default="hybrid")
+    search_cmd.add_argument("--explain", action="store_true", help="show each hit's lineage chain")
+    query_cmd = add("query", cmd_query, "run DuckDB SQL over the catalog's views")
+    query_cmd.add_argument("sql")
+    add("chunkers", cmd_chunkers, "list installed chunker versions")
+    eval_cmd = add("eval", cmd_eval, "retrieval quality per profile, beside two baselines")
+    eval_cmd.add_argument("--profile", action="append",
+                          help="a profile to evaluate, repeatable (default: every configured profile)")
+    eval_cmd.add_argument("--questions", default="docugami",
+                          help="docugami, financebench, samples, a folder with questions.jsonl, or a CSV path")
+    eval_cmd.add_argument("--mode", choices=("vector", "text", "hybrid"), default="hybrid")
+    eval_cmd.add_argument("--no-baselines", action="store_true")
+    eval_cmd.add_argument("--skip-ingest", action="store_true", help="evaluate what is already ingested")
+    inspect_cmd = add("inspect", cmd_inspect, "a document's pages, chunks, boxes and lineage")
+    inspect_cmd.add_argument("document", nargs="?", help="document_id or path")
+    inspect_cmd.add_argument("--chunk", help="a chunk id: show its lineage chain instead")
+    inspect_cmd.add_argument("--stage", choices=("sources", "pages", "claims", "chunks"), default="chunks",
+                             help="what to show: the source, its pages, chunkers' claims, or a profile's chunks")
+    inspect_cmd.add_argument("--profile", help="the profile whose chunks to show (default: the served one)")
+    inspect_cmd.add_argument("--chunker", help="only this chunker version's claims or chunks (ID@V)")
+    inspect_cmd.add_argument("--content-lines", type=int, metavar="N",
+                             help="show only the first and last N lines of each text")
+    inspect_cmd.add_argument("--format", choices=("rich", "jsonl"), default="rich",
+                             help="jsonl: one complete record per line (source bytes as content_base64)")
+    inspect_cmd.add_argument("--limit", type=int, help="show at most this many items (rich format)")
+    show_cmd = add("show", cmd_show, "draw a page with its chunks' boxes, numbered and coloured by role, as PNG")
+    show_cmd.add_argument("document", help="document_id or path")
+    show_cmd.add_argument("--page", type=int, help="1-based page (default: the first page with a box)")
+    which = show_cmd.add_mutually_exclusive_group()
+    which.add_argument("--profile", help="draw this profile's chunks (default: the served profile)")
+    which.add_argument("--chunker", help="draw this chunker version's claims instead (ID@V)")
+    which.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two chunker versions side by side")
+    show_cmd.add_argument("--out", required=True, help="the PNG file to write")
+    show_cmd.add_argument("--width", type=int, default=900, help="page width in pixels")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a clear message, not a traceback, for a person at a terminal
+        if args.debug:
+            raise
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # KeyError quotes its text
+        print(f"error: {type(exc).__name__}: {message}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

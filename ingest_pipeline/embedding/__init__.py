@@ -1,0 +1,1 @@
+"""The embedding model and what sizes chunks by its tokens."""

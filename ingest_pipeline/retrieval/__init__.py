@@ -1,0 +1,1 @@
+"""Retrieval quality: question sets, metrics and baselines."""

@@ -1,0 +1,1 @@
+"""Process plumbing: parse isolation, bounded memos, the garbage collector's pace, crash points, progress events."""

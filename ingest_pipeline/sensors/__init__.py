@@ -1,0 +1,1 @@
+"""The sensors that turn the source folder into partitions and batched runs."""

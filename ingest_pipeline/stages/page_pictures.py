@@ -1,0 +1,304 @@
+"""Page previews for materialization metadata: a page with its chunk boxes drawn on it.
+
+A PDF page is rendered by PDFium in *display space* (crop box and ``/Rotate`` applied,
+origin top-left), the space the chunkers normalize their boxes in (see ``layout.frames``),
+so a normalized box maps onto the picture by scaling alone. Other media types (slides,
+whose boxes are normalized to the slide) get a white canvas of the slide's aspect.
+
+The PNG is palette-based: the page is quantized to a few dozen colours and the box
+colours are added to the palette afterwards, so every box edge has its exact colour and
+a letter page at 600 px stays well under :data:`PNG_BUDGET` bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import math
+from collections.abc import Sequence
+
+from ingest_pipeline import media_types as mt
+from ingest_pipeline.runtime.memo import BoundedMemo
+
+log = logging.getLogger(__name__)
+
+# Box outline colours, used in turn: box i is drawn in BOX_COLOURS[i % len(BOX_COLOURS)].
+BOX_COLOURS: tuple[tuple[int, int, int], ...] = (
+    (230, 25, 75),  # red
+    (0, 130, 200),  # blue
+    (60, 180, 75),  # green
+    (245, 130, 48),  # orange
+    (145, 30, 180),  # purple
+    (0, 170, 170),  # teal
+)
+LABEL_TEXT = (255, 255, 255)
+DEFAULT_ASPECT = 4.0 / 3.0  # width / height of a canvas when none is given (a 4:3 slide)
+MAX_HEIGHT_FACTOR = 4.0  # a picture is at most this many times as tall as wide, and as wide as tall
+PNG_BUDGET = 150_000  # bytes; the palette shrinks until the PNG fits (or no smaller palette is left)
+PALETTE_STEPS = (128, 64, 32, 16)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def render_page_preview(
+    content: bytes,
+    media_type: str,
+    page: int,
+    boxes: Sequence[tuple[float, float, float, float]],
+    labels: Sequence[str] | None = None,
+    width_px: int = 600,
+    password: str | None = None,
+    aspect: float | None = None,
+) -> bytes | None:
+    """PNG bytes of page ``page`` (1-based) with ``boxes`` drawn on it, or None.
+
+    ``boxes`` are normalized ``(x0, y0, x1, y1)`` with the origin at the top-left of the
+    page as displayed. Box ``i`` gets an outline in ``BOX_COLOURS[i % 6]`` and, when
+    ``labels`` is given (one string per box; an empty string draws none), a small tag
+    with ``labels[i]`` at its top-left corner. Boxes that are not four finite numbers or
+    lie wholly off the page are skipped; the rest are clipped to the page.
+
+    ``application/pdf``: the page rendered by PDFium about ``width_px`` pixels wide (a
+    page more than four times as tall as wide is scaled to fit that height instead), with
+    ``/Rotate`` and the crop box honoured. ``password`` opens an encrypted PDF. Any other
+    media type: a white canvas ``width_px`` wide with ``aspect`` (width / height,
+    default 4:3); ``content`` and ``page`` are not read.
+
+    Returns None when the page cannot be rendered (not a PDF, corrupt, encrypted without
+    the right password, no such page); it does not raise for bad bytes. ValueError for
+    a ``width_px`` below 1 or ``labels`` of a different length than ``boxes``.
+    """
+    if width_px < 1:
+        raise ValueError(f"width_px must be at least 1, got {width_px}")
+    if labels is not None and len(labels) != len(boxes):
+        raise ValueError(f"{len(labels)} labels for {len(boxes)} boxes")
+
+    if _base_type(media_type) != mt.PDF:
+        return _encode_with_boxes(_canvas(width_px, aspect), boxes, labels)
+    if not isinstance(content, (bytes, bytearray, memoryview)):
+        return None
+    key = (hashlib.sha256(content).digest(), page, width_px, password)
+    return _encode_with_boxes(None, boxes, labels, key, lambda: _render_pdf_page(content, page, width_px, password))
+
+
+def page_image(
+    content: bytes, media_type: str, page: int, width_px: int = 600, password: str | None = None,
+    aspect: float | None = None,
+):
+    """The page as an RGB PIL image, as :func:`render_page_preview` draws it before the
+    boxes: a PDF page rendered in display space, any other type a white canvas of
+    ``aspect``; None when a PDF page cannot be rendered."""
+    if width_px < 1:
+        raise ValueError(f"width_px must be at least 1, got {width_px}")
+    if _base_type(media_type) == mt.PDF:
+        return _render_pdf_page(content, page, width_px, password)
+    return _canvas(width_px, aspect)
+
+
+def preview_markdown_image(png: bytes, alt: str) -> str:
+    """A Markdown image whose source is ``png`` inlined as a ``data:image/png`` URI."""
+    if not isinstance(png, (bytes, bytearray)) or not bytes(png).startswith(PNG_SIGNATURE):
+        raise ValueError("preview_markdown_image needs PNG bytes")
+    text = " ".join(str(alt).split())
+    text = text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    data = base64.b64encode(bytes(png)).decode("ascii")
+    return f"![{text}](data:image/png;base64,{data})"
+
+
+# --------------------------------------------------------------------------- pictures
+
+
+def _base_type(media_type: str) -> str:
+    return (media_type or "").split(";", 1)[0].strip().lower()
+
+
+def _render_pdf_page(content: bytes, page: int, width_px: int, password: str | None):
+    """The page as an RGB PIL image in display space, or None if PDFium will not."""
+    from ingest_pipeline.readers.pdf import PDFIUM_LOCK, DocumentError, open_pdf
+
+    if not isinstance(content, (bytes, bytearray, memoryview)) or page < 1:
+        return None
+    with PDFIUM_LOCK:
+        try:
+            pdf = open_pdf(bytes(content), password)
+        except DocumentError as exc:
+            log.debug("no preview: %s", exc)
+            return None
+        except Exception:  # noqa: BLE001 - bad bytes give no preview, never an exception
+            log.debug("no preview: PDFium failed to open the document", exc_info=True)
+            return None
+        try:
+            if page > len(pdf):
+                return None
+            pdf_page = pdf[page - 1]
+            try:
+                width, height = pdf_page.get_size()  # display size: crop box, /Rotate applied
+                scale = _scale(width, height, width_px)
+                if scale is None:
+                    return None
+                bitmap = pdf_page.render(scale=scale, rev_byteorder=True)
+                try:
+                    image = bitmap.to_pil().convert("RGB")  # a copy, independent of PDFium's buffer
+                finally:
+                    bitmap.close()
+            finally:
+                pdf_page.close()
+        except Exception:  # noqa: BLE001 - PdfiumError or worse: a page that will not render has no preview
+            log.debug("no preview: page %d will not render", page, exc_info=True)
+            return None
+        finally:
+            pdf.close()
+    if image.width < 1 or image.height < 1:
+        return None
+    return image
+
+
+def _scale(width: float, height: float, width_px: int) -> float | None:
+    """Pixels per point giving ``width_px`` pixels across, within the height limit."""
+    if not (math.isfinite(width) and math.isfinite(height)) or width <= 0 or height <= 0:
+        return None
+    scale = width_px / width
+    max_height = width_px * MAX_HEIGHT_FACTOR
+    if height * scale > max_height:
+        scale = max_height / height
+    return scale
+
+
+def _canvas(width_px: int, aspect: float | None):
+    from PIL import Image
+
+    ratio = DEFAULT_ASPECT
+    if aspect is not None:
+        try:
+            value = float(aspect)
+        except (TypeError, ValueError):
+            value = float("nan")
+        if math.isfinite(value) and value > 0:
+            ratio = min(max(value, 1.0 / MAX_HEIGHT_FACTOR), MAX_HEIGHT_FACTOR)
+    height_px = max(1, round(width_px / ratio))
+    return Image.new("RGB", (width_px, height_px), (255, 255, 255))
+
+
+def _clean_box(box) -> tuple[float, float, float, float] | None:
+    try:
+        if len(box) != 4:
+            return None
+        x0, y0, x1, y1 = (float(v) for v in box)
+    except (TypeError, ValueError):
+        return None
+    if not all(math.isfinite(v) for v in (x0, y0, x1, y1)):
+        return None
+    x0, x1 = sorted((x0, x1))
+    y0, y1 = sorted((y0, y1))
+    if x1 < 0.0 or y1 < 0.0 or x0 > 1.0 or y0 > 1.0:
+        return None
+    return (max(x0, 0.0), max(y0, 0.0), min(x1, 1.0), min(y1, 1.0))
+
+
+def _label_font(size: int):
+    from PIL import ImageFont
+
+    try:
+        return ImageFont.load_default(size=size)
+    except (TypeError, OSError, ImportError):  # Pillow without FreeType: the bitmap font
+        return ImageFont.load_default()
+
+
+class _Kept(BoundedMemo):
+    """The last pages' quantized images, by page key and palette size: a batch's chunk
+    maps draw each document's page once per profile, and the rendering and the quantizing
+    are most of a picture's cost. The rendered page itself is not kept: at three times the
+    size of its quantized image, keeping both let a batch of 21 documents push each
+    document's page out before the next profile drew it. Given out as copies."""
+
+    LIMIT = 32 * 2**20
+
+    def _cost(self, key: tuple, image) -> int:
+        return image.width * image.height * len(image.getbands())
+
+    def get(self, key: tuple | None):
+        image = super().get(key)
+        return None if image is None else image.copy()
+
+    def put(self, key: tuple | None, image) -> None:
+        if key is not None:
+            super().put(key, image.copy())
+
+
+_KEPT = _Kept()
+
+
+def _encode_with_boxes(image, boxes, labels, key: tuple | None = None, render=None) -> bytes | None:
+    """Quantize ``image``, draw the boxes in exact palette colours and encode as PNG,
+    with fewer colours while the PNG is over the budget. ``key`` names a page whose
+    quantized images are kept; ``image`` is then None and ``render`` draws the page when a
+    palette size is not kept (None when it cannot: no picture)."""
+    from PIL import Image
+
+    png = b""
+    for colours in PALETTE_STEPS:
+        quantized = _KEPT.get(key and (*key, colours))
+        if quantized is None:
+            if image is None:
+                image = render()
+                if image is None:
+                    return None
+            quantized = image.quantize(colors=colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+            _KEPT.put(key and (*key, colours), quantized)
+        png = _encode_once(quantized, boxes, labels, colours)
+        if len(png) <= PNG_BUDGET:
+            break
+    return png
+
+
+def _encode_once(quantized, boxes, labels, colours: int) -> bytes:
+    """The boxes drawn on ``quantized`` (a page quantized to ``colours``; drawn on in place), as PNG."""
+    import io
+
+    from PIL import ImageDraw
+
+    palette = list(quantized.getpalette() or [])[: 3 * colours]
+    palette += [0] * (3 * colours - len(palette))
+    for rgb in BOX_COLOURS:
+        palette += list(rgb)
+    label_text = colours + len(BOX_COLOURS)
+    palette += list(LABEL_TEXT)
+    quantized.putpalette(palette)
+
+    width, height = quantized.size
+    draw = ImageDraw.Draw(quantized)
+    draw.fontmode = "1"  # palette indices must not be blended
+    line = max(1, round(width / 400))
+    font = _label_font(max(9, round(width / 55))) if labels is not None else None
+    for i, raw in enumerate(boxes):
+        box = _clean_box(raw)
+        if box is None:
+            continue
+        ink = colours + i % len(BOX_COLOURS)
+        left = min(max(math.floor(box[0] * width), 0), width - 1)
+        top = min(max(math.floor(box[1] * height), 0), height - 1)
+        right = min(max(math.ceil(box[2] * width) - 1, left), width - 1)
+        bottom = min(max(math.ceil(box[3] * height) - 1, top), height - 1)
+        draw.rectangle((left, top, right, bottom), outline=ink, width=line)
+        if labels is not None and labels[i]:
+            _draw_label(draw, font, str(labels[i]), left, top, width, height, ink, label_text)
+
+    out = io.BytesIO()
+    quantized.save(out, format="PNG")  # zlib level 6: as small here as optimize=True, in half the time
+    return out.getvalue()
+
+
+def _draw_label(
+    draw, font, text: str, left: int, top: int, width: int, height: int, ink: int, text_ink: int
+) -> None:
+    """A filled tag in the box colour with ``text`` in white: above the box's top-left
+    corner, or just inside it when there is no room above."""
+    bx0, by0, bx1, by1 = draw.textbbox((0, 0), text, font=font)
+    pad = 2
+    tag_w = bx1 - bx0 + 2 * pad
+    tag_h = by1 - by0 + 2 * pad
+    x = min(left, max(width - tag_w, 0))
+    y = top - tag_h if top - tag_h >= 0 else top
+    y = min(y, max(height - tag_h, 0))
+    draw.rectangle((x, y, x + tag_w - 1, y + tag_h - 1), fill=ink)
+    draw.text((x + pad - bx0, y + pad - by0), text, fill=text_ink, font=font)
