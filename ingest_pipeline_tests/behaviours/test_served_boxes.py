@@ -13,7 +13,7 @@ from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import SERVED_PROFILE, builtin_profiles
 from ingest_pipeline.stages.chunk_map import Expander
-from ingest_pipeline_tests.test_pdf_corpus import FACTS, OPENABLE, PDF_DIR
+from ingest_pipeline_tests.chunkers.pdf.test_pdf_corpus import FACTS, OPENABLE, PDF_DIR
 
 pytestmark = pytest.mark.skipif(not PDF_DIR.exists(), reason="shared corpus not present")
 

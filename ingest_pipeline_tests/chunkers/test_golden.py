@@ -3,7 +3,7 @@
 A version's output may change only with a new version number or a new configuration
 hash: either changes the golden key (``id@version/config_hash``), and then this test asks
 for a regenerated golden instead of comparing. Regenerate with
-``pytest ingest_pipeline_tests/test_golden.py --regenerate-golden`` (or
+``pytest ingest_pipeline_tests/chunkers/test_golden.py --regenerate-golden`` (or
 ``INGEST_REGENERATE_GOLDEN=1``), and commit the diff with the version bump.
 """
 

@@ -8,7 +8,7 @@ from ingest_pipeline.chunkers.pdf.passages import PdfPassagesChunker
 from ingest_pipeline.contract import validate_bbox
 from ingest_pipeline.embedding.minilm import MiniLMEmbedder
 from ingest_pipeline_tests.pdf_writer import PdfWriter
-from ingest_pipeline_tests.test_pdf_lines import text_pages
+from ingest_pipeline_tests.chunkers.pdf.test_pdf_lines import text_pages
 
 PDF = mt.PDF
 FILLER = "Net sales grew in every segment while costs of goods sold fell slightly over the year"

@@ -5,7 +5,7 @@ import hashlib
 import duckdb
 import pytest
 
-from ingest_pipeline_tests.test_cli_corpus import as_json, cli
+from ingest_pipeline_tests.commands.test_cli_corpus import as_json, cli
 
 
 @pytest.fixture(scope="module")

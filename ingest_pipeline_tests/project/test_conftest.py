@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_corpus_test(tmp_path: Path, ci: str | None) -> subprocess.CompletedProcess:
@@ -16,7 +16,7 @@ def run_corpus_test(tmp_path: Path, ci: str | None) -> subprocess.CompletedProce
         env["CI"] = ci
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "ingest_pipeline_tests/test_pdf_lines.py::test_encrypted_pdf_is_read_with_the_password_its_content_carries"],
+         "ingest_pipeline_tests/chunkers/pdf/test_pdf_lines.py::test_encrypted_pdf_is_read_with_the_password_its_content_carries"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 

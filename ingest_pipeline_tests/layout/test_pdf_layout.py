@@ -13,7 +13,7 @@ from ingest_pipeline.contract import PageOutput, validate_bbox
 from ingest_pipeline.stages.merge import Claim, merge_claims
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline_tests.pdf_writer import PdfWriter
-from ingest_pipeline_tests.test_pdf_lines import text_pages
+from ingest_pipeline_tests.chunkers.pdf.test_pdf_lines import text_pages
 
 PDF = mt.PDF
 

@@ -15,7 +15,7 @@ import pytest
 from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
 from ingest_pipeline_tests.servers import start_postgres, start_s3
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # The corpus's PDFs but three: the encrypted and broken ones must fail the same way on
 # both sides, the scanned one is read by OCR on both. Left out, because they would only
 # make every side longer and prove nothing about storage that the others do not

@@ -168,7 +168,7 @@ def test_a_third_party_chunker_gets_an_asset_and_a_config_change_new_ids_for_its
 
 
 def test_the_code_location_loads_for_dagster(data_dir):
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env = {"INGEST_DATA": str(data_dir), "DAGSTER_HOME": str(data_dir / "dagster_home"), "PATH": "/usr/bin:/bin"}
     (data_dir / "dagster_home").mkdir(exist_ok=True)
     out = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w",

@@ -28,7 +28,7 @@ from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB, WORK_TAG, build
 from ingest_pipeline.instance.run_tags import K8S_CONFIG_TAG, RUN_RESOURCES
 from ingest_pipeline.settings import load_settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 CHART_SCHEMA = DEPLOY / "helm" / "dagster-chart.values.schema.json"
 K8S_SCHEMAS = "https://raw.githubusercontent.com/yannh/kubernetes-json-schema/master/v1.19.0/_definitions.json"
