@@ -69,10 +69,27 @@ def _claims(data: str):
         inputs.append((source_bytes(source), source["media_type"], tuple(pages)))
     chunkers = [(ref, p.registry.get(ref)) for ref in ("pdf@4", "pdf@1", "pdf@2", "pdf@3")]
     p.embedder.count_tokens(["warm up"])
-    return lambda: [claim_document(chunker, content, media, pages, None,
-                                   {"document_id": "bench", "chunker": ref, "config_hash": "bench",
-                                    "source_sha256": "bench", "run_id": "bench"}, ref, "bench", False)
-                    for content, media, pages in inputs for ref, chunker in chunkers]
+    return lambda: [
+        claim_document(
+            chunker,
+            content,
+            media,
+            pages,
+            None,
+            {
+                "document_id": "bench",
+                "chunker": ref,
+                "config_hash": "bench",
+                "source_sha256": "bench",
+                "run_id": "bench",
+            },
+            ref,
+            "bench",
+            False,
+        )
+        for content, media, pages in inputs
+        for ref, chunker in chunkers
+    ]
 
 
 def _chunk_maps(data: str):
@@ -89,9 +106,12 @@ def _chunk_maps(data: str):
             if not os.path.isdir(folder):
                 continue
             documents = sorted(name[: -len(".parquet")] for name in os.listdir(folder))
-            outs = [stages.build_chunk_map(p.store, p.registry, prof, p.embedder, d, "bench", force=True)
-                    for d in documents]
+            outs = [
+                stages.build_chunk_map(p.store, p.registry, prof, p.embedder, d, "bench", force=True)
+                for d in documents
+            ]
             chunk_map_findings(p.store, prof.name, documents, 256, {o.document: o.kept for o in outs})
+
     return run
 
 
@@ -108,9 +128,14 @@ def measure(job: str, mode: str, data: str) -> dict:
     collections = Collections()
     started = time.process_time()
     run()
-    return {"job": job, "mode": mode, "threshold": list(threshold),
-            "cpu_seconds": round(time.process_time() - started, 2),
-            "collection_seconds": round(collections.seconds, 2), "collections": collections.count}
+    return {
+        "job": job,
+        "mode": mode,
+        "threshold": list(threshold),
+        "cpu_seconds": round(time.process_time() - started, 2),
+        "collection_seconds": round(collections.seconds, 2),
+        "collections": collections.count,
+    }
 
 
 def main() -> int:
@@ -129,19 +154,30 @@ def main() -> int:
         modes = MODES if round_ % 2 == 0 else MODES[::-1]
         for job in JOBS:
             for mode in modes:
-                out = subprocess.run([sys.executable, __file__, args.data, "--job", job, "--mode", mode],
-                                     check=True, capture_output=True, text=True)
+                out = subprocess.run(
+                    [sys.executable, __file__, args.data, "--job", job, "--mode", mode],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
                 runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
                 print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
     summary = {}
     for job in JOBS:
-        median = {mode: statistics.median(r["cpu_seconds"] for r in runs
-                                          if r["job"] == job and r["mode"] == mode) for mode in MODES}
+        median = {
+            mode: statistics.median(r["cpu_seconds"] for r in runs if r["job"] == job and r["mode"] == mode)
+            for mode in MODES
+        }
         summary[job] = {"median_cpu_seconds": median, "ratio": round(median["fewer"] / median["python"], 3)}
     both = {mode: sum(summary[job]["median_cpu_seconds"][mode] for job in JOBS) for mode in MODES}
-    report = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),
-              "rounds": args.rounds, "jobs": summary,
-              "both": {"cpu_seconds": both, "ratio": round(both["fewer"] / both["python"], 3)}, "runs": runs}
+    report = {
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cpus": os.cpu_count(),
+        "rounds": args.rounds,
+        "jobs": summary,
+        "both": {"cpu_seconds": both, "ratio": round(both["fewer"] / both["python"], 3)},
+        "runs": runs,
+    }
     print(json.dumps(report, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")

@@ -31,8 +31,12 @@ sys.path.insert(0, str(ROOT))
 from ingest_pipeline_tests.dagster_dev import dagster_dev, wait_for  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus" / "files"
-EIGHT = ("pdf/pypdf-samples__multicolumn.pdf", "pdf/docling__code_and_formula.pdf",
-         "pdf/docling__2305.03393v1-pg9.pdf", "pptx/docling__docling_arch.pptx")
+EIGHT = (
+    "pdf/pypdf-samples__multicolumn.pdf",
+    "pdf/docling__code_and_formula.pdf",
+    "pdf/docling__2305.03393v1-pg9.pdf",
+    "pptx/docling__docling_arch.pptx",
+)
 
 
 def served_documents(data: Path) -> set[str]:
@@ -52,8 +56,9 @@ def sensor_runs(home: Path) -> list:
 
     instance = instance_for(str(home))
     try:
-        return instance.get_run_records(filters=RunsFilter(tags={"ingest_pipeline/source": "sensor"},
-                                                           job_name="ingest_documents"))
+        return instance.get_run_records(
+            filters=RunsFilter(tags={"ingest_pipeline/source": "sensor"}, job_name="ingest_documents")
+        )
     finally:
         instance.dispose()
 
@@ -75,7 +80,9 @@ def through_daemon(data: Path, executor: str, timeout: float) -> dict:
     env = {"INGEST_SENSOR_INTERVAL": "2", "INGEST_EXECUTOR": executor}
     with dagster_dev(data, env=env) as dev:
         names = drop_eight(sources)
-        wait_for(lambda: set(names) <= served_documents(data), timeout, 0.5, "eight documents searchable", dev)
+        wait_for(
+            lambda: set(names) <= served_documents(data), timeout, 0.5, "eight documents searchable", dev
+        )
         done = time.time()
         first = min(r.create_timestamp.timestamp() for r in sensor_runs(dev.home))
         eight = done - first
@@ -85,22 +92,34 @@ def through_daemon(data: Path, executor: str, timeout: float) -> dict:
             seen = len(sensor_runs(dev.home))
             time.sleep(3)
             name = f"small_note_{i}.txt"
-            (sources / name).write_text((f"Note {i}: check the drip lines in zone C before the frost. " * 6)[:300])
+            (sources / name).write_text(
+                (f"Note {i}: check the drip lines in zone C before the frost. " * 6)[:300]
+            )
             wait_for(lambda: name in served_documents(data), timeout, 0.25, "the small file searchable", dev)
             done = time.time()
             runs = sorted(sensor_runs(dev.home), key=lambda r: r.create_timestamp)
-            small.append(round(done - runs[-1].create_timestamp.timestamp(), 1) if len(runs) > seen
-                         else float("nan"))
-    return {"eight_documents_seconds": round(eight, 1), "one_small_file_seconds": sorted(small)[1],
-            "one_small_file_each": small, "runs_for_eight": runs_for_eight}
+            small.append(
+                round(done - runs[-1].create_timestamp.timestamp(), 1) if len(runs) > seen else float("nan")
+            )
+    return {
+        "eight_documents_seconds": round(eight, 1),
+        "one_small_file_seconds": sorted(small)[1],
+        "one_small_file_each": small,
+        "runs_for_eight": runs_for_eight,
+    }
 
 
 def through_cli(data: Path) -> float:
     sources = data / "sources"
     drop_eight(sources)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ingest_pipeline.commands.cli", "--data", str(data), "ingest", "--json"],
-                   check=True, capture_output=True, cwd=ROOT, env={**os.environ, "INGEST_DATA": str(data)})
+    subprocess.run(
+        [sys.executable, "-m", "ingest_pipeline.commands.cli", "--data", str(data), "ingest", "--json"],
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+        env={**os.environ, "INGEST_DATA": str(data)},
+    )
     return round(time.perf_counter() - started, 1)
 
 
@@ -118,10 +137,18 @@ def main() -> None:
         report["daemon_multiprocess"] = through_daemon(work / "daemon_mp", "multiprocess", args.timeout)
     d = report["daemon_in_process"]
     report["ratios"] = {
-        "daemon_eight_vs_cli_eight": round(d["eight_documents_seconds"] / report["cli_in_process_eight_seconds"], 2),
-        **({"multiprocess_eight_vs_in_process_eight": round(
-            report["daemon_multiprocess"]["eight_documents_seconds"] / d["eight_documents_seconds"], 2)}
-           if "daemon_multiprocess" in report else {}),
+        "daemon_eight_vs_cli_eight": round(
+            d["eight_documents_seconds"] / report["cli_in_process_eight_seconds"], 2
+        ),
+        **(
+            {
+                "multiprocess_eight_vs_in_process_eight": round(
+                    report["daemon_multiprocess"]["eight_documents_seconds"] / d["eight_documents_seconds"], 2
+                )
+            }
+            if "daemon_multiprocess" in report
+            else {}
+        ),
     }
     report["targets"] = {"one_small_file_seconds": 15, "eight_documents_seconds": 45}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -54,16 +54,27 @@ def one(setting: str, count: int) -> dict:
     started = time.perf_counter()
     embedder.embed(texts)
     seconds = time.perf_counter() - started
-    return {"setting": setting, "sessions": workers, "threads": threads or "onnxruntime default", "batch": batch,
-            "texts": count, "seconds": round(seconds, 2), "texts_per_second": round(count / seconds, 2),
-            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
+    return {
+        "setting": setting,
+        "sessions": workers,
+        "threads": threads or "onnxruntime default",
+        "batch": batch,
+        "texts": count,
+        "seconds": round(seconds, 2),
+        "texts_per_second": round(count / seconds, 2),
+        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--texts", type=int, default=400)
-    parser.add_argument("--settings", nargs="*", default=SETTINGS, help="sessions:threads:batch (threads 0: "
-                                                                       "onnxruntime's own count)")
+    parser.add_argument(
+        "--settings",
+        nargs="*",
+        default=SETTINGS,
+        help="sessions:threads:batch (threads 0: onnxruntime's own count)",
+    )
     parser.add_argument("--out")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -72,17 +83,25 @@ def main() -> int:
         return 0
     rows = []
     for setting in dict.fromkeys([BEFORE, *args.settings]):
-        out = subprocess.run([sys.executable, __file__, "--one", setting, "--texts", str(args.texts)],
-                             check=True, capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", setting, "--texts", str(args.texts)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     before = next(r for r in rows if r["setting"] == BEFORE)
     for row in rows:
         row["seconds_over_before"] = round(row["seconds"] / before["seconds"], 3)
     best = min(rows, key=lambda r: r["seconds"])
-    report = {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
-              "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "settings": rows, "fastest": best}
+    report = {
+        "cpus": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "settings": rows,
+        "fastest": best,
+    }
     print(json.dumps(report, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")

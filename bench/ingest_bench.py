@@ -38,7 +38,7 @@ def bare_embed(texts: list[str], batch: int = 32) -> np.ndarray:
     session = ort.InferenceSession(MiniLMEmbedder.model_path(), providers=["CPUExecutionProvider"])
     out = []
     for start in range(0, len(texts), batch):
-        encs = tokenizer.encode_batch(texts[start:start + batch])
+        encs = tokenizer.encode_batch(texts[start : start + batch])
         ids = np.array([e.ids for e in encs], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encs], dtype=np.int64)
         types = np.array([e.type_ids for e in encs], dtype=np.int64)
@@ -56,9 +56,9 @@ def main() -> int:
     args = parser.parse_args()
 
     from ingest_pipeline import stages
-    from ingest_pipeline.storage.catalog import query
-    from ingest_pipeline.resources import parts_for
     from ingest_pipeline.commands.ingest import ingest
+    from ingest_pipeline.resources import parts_for
+    from ingest_pipeline.storage.catalog import query
 
     data = Path(args.keep or tempfile.mkdtemp(prefix="ingest-bench-")) / "data"
     if data.exists():
@@ -80,8 +80,14 @@ def main() -> int:
     for profile in p.settings.profiles:
         for doc in docs:
             p.lake.delete("embeddings", profile.name, doc)
-    texts = sorted({r["t"] for r in query(
-        p.lake, "select coalesce(embed_text, text) as t from chunks where text is not null").to_pylist()})
+    texts = sorted(
+        {
+            r["t"]
+            for r in query(
+                p.lake, "select coalesce(embed_text, text) as t from chunks where text is not null"
+            ).to_pylist()
+        }
+    )
     t0 = time.perf_counter()
     for profile in p.settings.profiles:  # every profile, as a run does; the cache shares texts
         stages.embed_documents(p.store, p.embedder, profile, docs, run_id="bench")
@@ -97,9 +103,14 @@ def main() -> int:
     agreement = float(np.min(np.sum(ours * bare, axis=1))) if len(texts) else 1.0
 
     result = {
-        "documents": report.documents, "failed": len(report.failed), "pages": pages, "chunks": chunks,
-        "ingest_seconds": round(seconds, 2), "pages_per_second": round(pages / seconds, 2),
-        "texts": len(texts), "pipeline_embed_seconds": round(pipeline_embed, 2),
+        "documents": report.documents,
+        "failed": len(report.failed),
+        "pages": pages,
+        "chunks": chunks,
+        "ingest_seconds": round(seconds, 2),
+        "pages_per_second": round(pages / seconds, 2),
+        "texts": len(texts),
+        "pipeline_embed_seconds": round(pipeline_embed, 2),
         "bare_onnxruntime_seconds": round(bare_seconds, 2),
         "embed_ratio_pipeline_over_bare": round(pipeline_embed / bare_seconds, 3) if bare_seconds else None,
         "bare_sorted_by_length_seconds": round(bare_sorted_seconds, 2),

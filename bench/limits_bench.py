@@ -73,8 +73,13 @@ def measure(size: int, full: bool) -> dict:
         data = Path(tmp) / "data"
         (data / "sources").mkdir(parents=True)
         _write_text(data / "sources" / "log.txt", size)
-        out = subprocess.run([sys.executable, "-c", _CASE, str(data), "1" if full else "0"], cwd=ROOT,
-                             capture_output=True, text=True, timeout=3600)
+        out = subprocess.run(
+            [sys.executable, "-c", _CASE, str(data), "1" if full else "0"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
         if out.returncode:
             raise SystemExit(out.stderr[-3000:])
         return json.loads(out.stdout.strip().splitlines()[-1])
@@ -85,13 +90,19 @@ def main() -> None:
     parser.add_argument("--mib", type=float, default=16)
     args = parser.parse_args()
     at_limit = int(args.mib * MiB) - 1
-    rows = {"at_limit": (at_limit, measure(at_limit, True)), "refused_200mib": (200 * MiB, measure(200 * MiB, False))}
+    rows = {
+        "at_limit": (at_limit, measure(at_limit, True)),
+        "refused_200mib": (200 * MiB, measure(200 * MiB, False)),
+    }
     for name, (size, result) in rows.items():
         stages = ", ".join(f"{k}={v}" for k, v in result.items() if isinstance(v, str))
         line = f"{name}: {size / MiB:.1f} MiB file, stages {stages}; "
-        line += f"run process +{result['run_growth'] / MiB:.1f} MiB ({result['run_growth'] / size:.2f}x the file)"
+        line += (
+            f"run process +{result['run_growth'] / MiB:.1f} MiB ({result['run_growth'] / size:.2f}x the file)"
+        )
         if "worker_peak" in result:
-            line += f", parse worker peak {result['worker_peak'] / MiB:.1f} MiB ({result['worker_peak'] / size:.2f}x)"
+            peak = result["worker_peak"]
+            line += f", parse worker peak {peak / MiB:.1f} MiB ({peak / size:.2f}x)"
         print(line)
 
 

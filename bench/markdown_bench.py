@@ -55,9 +55,7 @@ def run_markdown(texts: list[str]) -> int:
 def run_langchain(texts: list[str]) -> int:
     from langchain_text_splitters import MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
 
-    headers = MarkdownHeaderTextSplitter(
-        headers_to_split_on=[("#" * k, f"h{k}") for k in range(1, 7)]
-    )
+    headers = MarkdownHeaderTextSplitter(headers_to_split_on=[("#" * k, f"h{k}") for k in range(1, 7)])
     chars = RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=0)
     return sum(len(chars.split_documents(headers.split_text(t))) for t in texts)
 

@@ -51,8 +51,9 @@ def graphs(folder: Path) -> dict[str, str]:
     options.optimized_model_filepath = str(basic)
     ort.InferenceSession(wheel, sess_options=options, providers=["CPUExecutionProvider"])
     fused = folder / "fused.onnx"
-    optimize_model(str(basic), model_type="bert", num_heads=12, hidden_size=384, opt_level=0).save_model_to_file(
-        str(fused))
+    optimize_model(
+        str(basic), model_type="bert", num_heads=12, hidden_size=384, opt_level=0
+    ).save_model_to_file(str(fused))
     dynamic = folder / "dynamic.onnx"
     quantize_dynamic(str(basic), str(dynamic), weight_type=QuantType.QInt8)
     return {"wheel": wheel, "fused": str(fused), "dynamic": str(dynamic)}
@@ -82,30 +83,44 @@ def main() -> int:
     parser.add_argument("--out")
     args = parser.parse_args()
 
-    from ingest_pipeline.storage.catalog import query
     from ingest_pipeline.resources import parts_for
+    from ingest_pipeline.storage.catalog import query
 
     p = parts_for(args.data)
-    served = sorted({r["t"] for r in query(p.lake, "select coalesce(embed_text, text) as t from chunks where "
-                                                   "profile = ? and text is not null",
-                                           [p.settings.default_profile]).to_pylist()})
+    served = sorted(
+        {
+            r["t"]
+            for r in query(
+                p.lake,
+                "select coalesce(embed_text, text) as t from chunks where profile = ? and text is not null",
+                [p.settings.default_profile],
+            ).to_pylist()
+        }
+    )
     texts = random.Random(2).sample(served, min(args.texts, len(served)))
     with tempfile.TemporaryDirectory() as folder:
         paths = graphs(Path(folder))
         cpu: dict[str, list[float]] = {name: [] for name in paths}
         vectors = {}
         for round_ in range(args.rounds):
-            for name in (list(paths) if round_ % 2 == 0 else list(paths)[::-1]):
+            for name in list(paths) if round_ % 2 == 0 else list(paths)[::-1]:
                 seconds, vectors[name] = embed(paths[name], texts)
                 cpu[name].append(round(seconds, 2))
     base = statistics.median(cpu["wheel"])
     rows = {}
     for name, spent in cpu.items():
         cosines = (vectors[name] * vectors["wheel"]).sum(axis=1)
-        rows[name] = {"cpu_seconds": spent, "over_wheel": round(statistics.median(spent) / base, 3),
-                      "min_cosine": round(float(cosines.min()), 4), "mean_cosine": round(float(cosines.mean()), 4)}
-    report = {"texts": len(texts), "graphs": rows,
-              "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        rows[name] = {
+            "cpu_seconds": spent,
+            "over_wheel": round(statistics.median(spent) / base, 3),
+            "min_cosine": round(float(cosines.min()), 4),
+            "mean_cosine": round(float(cosines.mean()), 4),
+        }
+    report = {
+        "texts": len(texts),
+        "graphs": rows,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     print(json.dumps(report, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")

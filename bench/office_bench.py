@@ -67,8 +67,14 @@ def chunker_for(media_type: str):
     from ingest_pipeline.chunkers.pptx import PptxChunker
     from ingest_pipeline.chunkers.xlsx import XlsxChunker
 
-    return {mt.DOCX: DocxChunker, mt.PPTX: PptxChunker, mt.XLSX: XlsxChunker, mt.XLSM: XlsxChunker,
-            mt.CSV: DelimitedChunker, mt.TSV: DelimitedChunker}[media_type]()
+    return {
+        mt.DOCX: DocxChunker,
+        mt.PPTX: PptxChunker,
+        mt.XLSX: XlsxChunker,
+        mt.XLSM: XlsxChunker,
+        mt.CSV: DelimitedChunker,
+        mt.TSV: DelimitedChunker,
+    }[media_type]()
 
 
 def throughput(repeat: int) -> dict[str, dict[str, float]]:
@@ -93,8 +99,13 @@ def throughput(repeat: int) -> dict[str, dict[str, float]]:
             pages += len(outputs)
             pieces += sum(len(pc.pieces) for pc in answer)
             seconds += best
-        results[label] = {"files": len(files), "pages": pages, "pieces": pieces, "seconds": seconds,
-                          "pages_per_second": pages / seconds if seconds else 0.0}
+        results[label] = {
+            "files": len(files),
+            "pages": pages,
+            "pieces": pieces,
+            "seconds": seconds,
+            "pages_per_second": pages / seconds if seconds else 0.0,
+        }
     return results
 
 
@@ -102,8 +113,13 @@ def measure(path: Path) -> dict:
     """Time and RSS from a plain run; the Python-heap peak from a second, traced run."""
     rows = []
     for mode in ("plain", "traced"):
-        result = subprocess.run([sys.executable, "-c", _MEASURE, str(path), mode], capture_output=True, text=True,
-                                timeout=600, cwd=ROOT)
+        result = subprocess.run(
+            [sys.executable, "-c", _MEASURE, str(path), mode],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=ROOT,
+        )
         if result.returncode != 0:
             return {"error": result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed"}
         rows.append(json.loads(result.stdout))
@@ -149,12 +165,15 @@ def main() -> None:
     print(f"Throughput (read_pages + chunker, best of {args.repeat} per file):")
     print(f"{'format':10} {'files':>5} {'pages':>6} {'pieces':>7} {'seconds':>9} {'pages/s':>9}")
     for label, row in throughput(args.repeat).items():
-        print(f"{label:10} {row['files']:>5} {row['pages']:>6} {row['pieces']:>7} {row['seconds']:>9.4f} "
-              f"{row['pages_per_second']:>9.1f}")
+        print(
+            f"{label:10} {row['files']:>5} {row['pages']:>6} {row['pieces']:>7} {row['seconds']:>9.4f} "
+            f"{row['pages_per_second']:>9.1f}"
+        )
 
     targets = {
-        "largest corpus workbook": max((CORPUS / "xlsx").glob("*.xls*"), key=lambda p: p.stat().st_size
-                                       if p.name not in HOSTILE else -1),
+        "largest corpus workbook": max(
+            (CORPUS / "xlsx").glob("*.xls*"), key=lambda p: p.stat().st_size if p.name not in HOSTILE else -1
+        ),
         "sheet declaring A1:XFD1048576": CORPUS / "xlsx" / "calamine__issue_174.xlsx",
         "biggest corpus DOCX": max((CORPUS / "docx").glob("*.docx"), key=lambda p: p.stat().st_size),
     }
@@ -166,15 +185,20 @@ def main() -> None:
             handbook = Path(tmp) / "synthetic_handbook.docx"
             synthetic_handbook(handbook)
             targets["generated handbook DOCX (~9,000 paragraphs)"] = handbook
-        print("\nPeak memory, one fresh process each (RSS over the import baseline; tracemalloc = Python heap):")
+        print(
+            "\nPeak memory, one fresh process each (RSS over the import baseline; tracemalloc = Python heap):"
+        )
         for label, path in targets.items():
             row = measure(path)
             if "error" in row:
                 print(f"  {label} ({path.name}): ERROR {row['error']}")
                 continue
-            print(f"  {label} ({path.name}, {row['bytes'] / 1024:.0f} KiB): {row['seconds']:.2f} s, "
-                  f"{row['pages']} pages, {row['pieces']} pieces, RSS peak {row['rss_peak_mib']:.0f} MiB "
-                  f"(+{row['rss_over_baseline_mib']:.0f} MiB), tracemalloc peak {row['tracemalloc_peak_mib']:.1f} MiB")
+            print(
+                f"  {label} ({path.name}, {row['bytes'] / 1024:.0f} KiB): {row['seconds']:.2f} s, "
+                f"{row['pages']} pages, {row['pieces']} pieces, RSS peak {row['rss_peak_mib']:.0f} MiB "
+                f"(+{row['rss_over_baseline_mib']:.0f} MiB), "
+                f"tracemalloc peak {row['tracemalloc_peak_mib']:.1f} MiB"
+            )
 
 
 if __name__ == "__main__":

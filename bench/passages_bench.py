@@ -142,8 +142,12 @@ def _model_cpu() -> dict:
 def _spent(before_cpu: float, before_model: dict) -> dict:
     model = {k: v - before_model.get(k, 0) for k, v in _model_cpu().items()}
     cpu = _tree_cpu() - before_cpu
-    return {"cpu_seconds": round(cpu, 1), "model_cpu_seconds": round(model.get("thread_cpu_seconds", 0.0), 1),
-            "model_tokens": int(model.get("tokens", 0)), "model_padded_tokens": int(model.get("padded_tokens", 0))}
+    return {
+        "cpu_seconds": round(cpu, 1),
+        "model_cpu_seconds": round(model.get("thread_cpu_seconds", 0.0), 1),
+        "model_tokens": int(model.get("tokens", 0)),
+        "model_padded_tokens": int(model.get("padded_tokens", 0)),
+    }
 
 
 def _pdfs(folder: str) -> list[str]:
@@ -154,8 +158,8 @@ def phase_plain(pdfs: list[str], work: str) -> dict:
     import lancedb
     import pyarrow as pa
     import pypdfium2 as pdfium
-    from langchain_text_splitters import RecursiveCharacterTextSplitter
     from lancedb.index import FTS
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     from ingest_pipeline.embedding.minilm import MiniLMEmbedder
 
@@ -185,24 +189,40 @@ def phase_plain(pdfs: list[str], work: str) -> dict:
     vectors = embedder.embed(texts)
     embedded = time.perf_counter()
     db = lancedb.connect(os.path.join(work, "plain-lancedb"))
-    table = db.create_table("chunks", data=pa.table({
-        "path": [w[0] for w in where], "page": [w[1] for w in where], "text": texts,
-        "vector": pa.array(vectors.tolist(), type=pa.list_(pa.float32(), embedder.dim))}), mode="overwrite")
+    table = db.create_table(
+        "chunks",
+        data=pa.table(
+            {
+                "path": [w[0] for w in where],
+                "page": [w[1] for w in where],
+                "text": texts,
+                "vector": pa.array(vectors.tolist(), type=pa.list_(pa.float32(), embedder.dim)),
+            }
+        ),
+        mode="overwrite",
+    )
     table.create_index("text", config=FTS(), replace=True)
     done = time.perf_counter()
     cpu = round(_tree_cpu() - cpu_before, 1)  # the model's own share is not separable here: its
     # session runs on onnxruntime's thread pool, which the calling thread's CPU time leaves out
     tokens = embedder.usage()["tokens"] - model_before["tokens"]
-    return {"pages": pages, "chunks": len(texts), "seconds": round(done - started, 2), "cpu_seconds": cpu,
-            "model_tokens": tokens,
-            "parse_split_seconds": round(parsed - started, 2), "embed_seconds": round(embedded - parsed, 2),
-            "lancedb_seconds": round(done - embedded, 2), "peak_mib": _peak_mib()}
+    return {
+        "pages": pages,
+        "chunks": len(texts),
+        "seconds": round(done - started, 2),
+        "cpu_seconds": cpu,
+        "model_tokens": tokens,
+        "parse_split_seconds": round(parsed - started, 2),
+        "embed_seconds": round(embedded - parsed, 2),
+        "lancedb_seconds": round(done - embedded, 2),
+        "peak_mib": _peak_mib(),
+    }
 
 
 def phase_ingest(pdfs_dir: str, data: str) -> dict:
-    from ingest_pipeline.storage.catalog import query
-    from ingest_pipeline.resources import parts_for
     from ingest_pipeline.commands.ingest import ingest
+    from ingest_pipeline.resources import parts_for
+    from ingest_pipeline.storage.catalog import query
 
     children = ChildPeaks()
     p = parts_for(data)
@@ -215,12 +235,22 @@ def phase_ingest(pdfs_dir: str, data: str) -> dict:
     largest_child = children.stop()
     pages = query(p.lake, "select count(*) as n from pages").to_pylist()[0]["n"]
     served = p.settings.default_profile
-    counts = query(p.lake, "select profile, count(*) as n from chunks group by profile order by profile").to_pylist()
-    return {"documents": report.documents, "failed": len(report.failed), "pages": pages,
-            "seconds": round(seconds, 2), **spent, "texts_embedded": report.texts_embedded,
-            "chunks_per_profile": {r["profile"]: r["n"] for r in counts}, "served": served,
-            "where_time_goes": _step_seconds(data, report.run_ids), "peak_mib": _peak_mib(largest_child),
-            "peak_parts_mib": {"run_process": _peak_mib(), "largest_child": round(largest_child, 1)}}
+    counts = query(
+        p.lake, "select profile, count(*) as n from chunks group by profile order by profile"
+    ).to_pylist()
+    return {
+        "documents": report.documents,
+        "failed": len(report.failed),
+        "pages": pages,
+        "seconds": round(seconds, 2),
+        **spent,
+        "texts_embedded": report.texts_embedded,
+        "chunks_per_profile": {r["profile"]: r["n"] for r in counts},
+        "served": served,
+        "where_time_goes": _step_seconds(data, report.run_ids),
+        "peak_mib": _peak_mib(largest_child),
+        "peak_parts_mib": {"run_process": _peak_mib(), "largest_child": round(largest_child, 1)},
+    }
 
 
 def _step_seconds(data: str, run_ids: list[str]) -> dict:
@@ -240,14 +270,22 @@ def phase_bare(data: str) -> dict:
     """The served profile's distinct embedding texts through the model alone (tokenizer and
     ONNX sessions, length-sorted batches), run as the ingest runs it (its settings'
     ``embed_batch``, ``embed_workers``, ``embed_threads``)."""
-    from ingest_pipeline.storage.catalog import query
     from ingest_pipeline.embedding.minilm import MiniLMEmbedder
     from ingest_pipeline.resources import parts_for
+    from ingest_pipeline.storage.catalog import query
 
     p = parts_for(data)
     served = p.settings.default_profile
-    texts = sorted({r["t"] for r in query(p.lake, "select coalesce(embed_text, text) as t from chunks where "
-                                                  "profile = ? and text is not null", [served]).to_pylist()})
+    texts = sorted(
+        {
+            r["t"]
+            for r in query(
+                p.lake,
+                "select coalesce(embed_text, text) as t from chunks where profile = ? and text is not null",
+                [served],
+            ).to_pylist()
+        }
+    )
     s = p.settings
     model = MiniLMEmbedder(batch_size=s.embed_batch, threads=s.embed_threads or None, workers=s.embed_workers)
     model.embed(["warm up"])
@@ -257,11 +295,17 @@ def phase_bare(data: str) -> dict:
     model.embed(texts)
     seconds = time.perf_counter() - started
     used = model.usage()
-    return {"texts": len(texts), "tokens": tokens, "seconds": round(seconds, 2),
-            "cpu_seconds": round(_tree_cpu() - cpu_before, 1),
-            "model_cpu_seconds": round(used["thread_cpu_seconds"] - model_before["thread_cpu_seconds"], 1),
-            "batch": s.embed_batch, "workers": s.embed_workers, "threads": s.embed_threads or "onnxruntime default",
-            "peak_mib": _peak_mib()}
+    return {
+        "texts": len(texts),
+        "tokens": tokens,
+        "seconds": round(seconds, 2),
+        "cpu_seconds": round(_tree_cpu() - cpu_before, 1),
+        "model_cpu_seconds": round(used["thread_cpu_seconds"] - model_before["thread_cpu_seconds"], 1),
+        "batch": s.embed_batch,
+        "workers": s.embed_workers,
+        "threads": s.embed_threads or "onnxruntime default",
+        "peak_mib": _peak_mib(),
+    }
 
 
 def _run_phase(name: str, args: argparse.Namespace, data: str, work: str) -> dict:
@@ -275,7 +319,9 @@ def main() -> int:
     parser.add_argument("--pdfs", default=str(DEFAULT_PDFS))
     parser.add_argument("--keep", help="folder to keep the storage roots in (default: a temporary one)")
     parser.add_argument("--config", default=str(ROOT / "data" / "ingest_pipeline.toml"))
-    parser.add_argument("--out", help="also write the report to this JSON file (e.g. bench/results/passages.json)")
+    parser.add_argument(
+        "--out", help="also write the report to this JSON file (e.g. bench/results/passages.json)"
+    )
     parser.add_argument("--phase", choices=("plain", "ingest", "bare"))
     parser.add_argument("--data")
     parser.add_argument("--work")
@@ -315,11 +361,16 @@ def main() -> int:
         "peak_memory_over_plain": round(ingest["peak_mib"] / min(p["peak_mib"] for p in plains), 3),
         # CPU time is steadier than wall time when the machine's speed drifts
         "ingest_cpu_over_bare_cpu": round(ingest["cpu_seconds"] / bare["cpu_seconds"], 3),
-        "ingest_model_cpu_over_bare_model_cpu": round(ingest["model_cpu_seconds"] / bare["model_cpu_seconds"], 3),
+        "ingest_model_cpu_over_bare_model_cpu": round(
+            ingest["model_cpu_seconds"] / bare["model_cpu_seconds"], 3
+        ),
         "ingest_cpu_besides_the_model_seconds": round(ingest["cpu_seconds"] - ingest["model_cpu_seconds"], 1),
     }
-    results["machine"] = {"cpus": os.cpu_count(), "python": sys.version.split()[0],
-                          "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    results["machine"] = {
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     print(json.dumps(results, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")

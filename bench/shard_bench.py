@@ -38,7 +38,9 @@ def listing(n: int, touched: dict[int, int] | None = None, skip: set[int] | None
 
 
 def rss_mib() -> tuple[float, float]:
-    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    fields = dict(
+        line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line
+    )
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
@@ -72,15 +74,18 @@ def main() -> None:
 
     def tick(cursor, items):
         t = time.perf_counter()
-        result = evaluate_shards(build_sensor_context(instance=instance, cursor=cursor), p, INGEST_JOB,
-                                 CATALOG_JOB, listing=items)
+        result = evaluate_shards(
+            build_sensor_context(instance=instance, cursor=cursor), p, INGEST_JOB, CATALOG_JOB, listing=items
+        )
         seconds = time.perf_counter() - t
         for request in result.dynamic_partitions_requests:
             if type(request).__name__ == "AddDynamicPartitionsRequest":
                 instance.add_dynamic_partitions(DOCUMENTS, list(request.partition_keys))
         ingest_requests = [r for r in result.run_requests or [] if r.job_name == INGEST_JOB]
         for request in ingest_requests:  # as if each run had ended well
-            create_run_for_test(instance, job_name=INGEST_JOB, status=DagsterRunStatus.SUCCESS, tags=request.tags)
+            create_run_for_test(
+                instance, job_name=INGEST_JOB, status=DagsterRunStatus.SUCCESS, tags=request.tags
+            )
         return result, seconds, len(ingest_requests)
 
     bootstrap, cursor, runs_total = [], None, 0
@@ -105,25 +110,38 @@ def main() -> None:
     partitions = len(instance.get_dynamic_partitions(DOCUMENTS))
     cursor_bytes = len(result.cursor.encode())
     figures = {
-        "documents": n, "shards": args.shards, "partitions": partitions,
-        "bootstrap_ticks": len(bootstrap), "max_shards_per_tick": MAX_SHARDS_PER_TICK,
-        "first_tick_s": round(bootstrap[0], 2), "bootstrap_total_s": round(sum(bootstrap), 1),
-        "runs_requested_to_bootstrap": runs_total, "idle_tick_s": round(idle, 2),
-        "changed_file_tick_s": round(changed, 2), "changed_file_runs": runs, "changed_file_found": found,
+        "documents": n,
+        "shards": args.shards,
+        "partitions": partitions,
+        "bootstrap_ticks": len(bootstrap),
+        "max_shards_per_tick": MAX_SHARDS_PER_TICK,
+        "first_tick_s": round(bootstrap[0], 2),
+        "bootstrap_total_s": round(sum(bootstrap), 1),
+        "runs_requested_to_bootstrap": runs_total,
+        "idle_tick_s": round(idle, 2),
+        "changed_file_tick_s": round(changed, 2),
+        "changed_file_runs": runs,
+        "changed_file_found": found,
         "removed_file_tick_s": round(removed, 2),
-        "bare_listing_s": round(bare, 2), "idle_tick_vs_bare_listing": round(idle / bare, 2),
-        "cursor_kib": round(cursor_bytes / 1024, 1), "rss_mib": round(rss, 0), "peak_rss_mib": round(peak, 0),
+        "bare_listing_s": round(bare, 2),
+        "idle_tick_vs_bare_listing": round(idle / bare, 2),
+        "cursor_kib": round(cursor_bytes / 1024, 1),
+        "rss_mib": round(rss, 0),
+        "peak_rss_mib": round(peak, 0),
         "maxrss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 0),
         "lake_manifest_files": sum(1 for _ in (data / "lake" / "shard_manifests" / "hash").glob("*.parquet")),
     }
     print(json.dumps(figures, indent=2))
-    print(f"\n{n:,} documents in {partitions:,} partitions ({args.shards} hash shards; document mode would "
-          f"need {n:,}). Bootstrap: {len(bootstrap)} ticks of at most {MAX_SHARDS_PER_TICK} shards, "
-          f"{sum(bootstrap):.0f} s in all, first {bootstrap[0]:.1f} s. Idle tick {idle:.1f} s "
-          f"({idle / bare:.1f}x a bare pass over the listing, {bare:.1f} s). One touched file: {changed:.1f} s, "
-          f"found by its shard's digest then its manifest, {runs} run; one removed file: {removed:.1f} s "
-          f"(its rows leave the lake and LanceDB). "
-          f"Cursor {cursor_bytes / 1024:.0f} KiB; peak RSS {peak:.0f} MiB.")
+    print(
+        f"\n{n:,} documents in {partitions:,} partitions ({args.shards} hash shards; document mode would "
+        f"need {n:,}). Bootstrap: {len(bootstrap)} ticks of at most {MAX_SHARDS_PER_TICK} shards, "
+        f"{sum(bootstrap):.0f} s in all, first {bootstrap[0]:.1f} s. Idle tick {idle:.1f} s "
+        f"({idle / bare:.1f}x a bare pass over the listing, "
+        f"{bare:.1f} s). One touched file: {changed:.1f} s, "
+        f"found by its shard's digest then its manifest, {runs} run; one removed file: {removed:.1f} s "
+        f"(its rows leave the lake and LanceDB). "
+        f"Cursor {cursor_bytes / 1024:.0f} KiB; peak RSS {peak:.0f} MiB."
+    )
     os.environ.pop("INGEST_DATA", None)
 
 

@@ -91,7 +91,9 @@ def _asset_work(instance, run_ids: list[str]) -> dict[str, dict[str, int]]:
         for record in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION):
             mat = record.dagster_event.event_specific_data.materialization
             status = str(mat.metadata["status"].value) if "status" in mat.metadata else ""
-            slot = work.setdefault(mat.asset_key.to_user_string(), {"did_work": 0, "failed": 0, "unchanged": 0})
+            slot = work.setdefault(
+                mat.asset_key.to_user_string(), {"did_work": 0, "failed": 0, "unchanged": 0}
+            )
             if status.startswith(("unchanged", "not applicable", "skipped")):
                 slot["unchanged"] += 1
             elif status.startswith("FAILED"):
@@ -105,9 +107,8 @@ def _asset_work(instance, run_ids: list[str]) -> dict[str, dict[str, int]]:
 
 
 def bench_incremental(scratch: Path) -> dict:
-    from ingest_pipeline.instance.home import instance_for
-    from ingest_pipeline.resources import parts_for
     from ingest_pipeline.commands.ingest import ingest
+    from ingest_pipeline.instance.home import instance_for
 
     data = _fresh(scratch, "incremental") / "data"
     data.mkdir()
@@ -116,15 +117,23 @@ def bench_incremental(scratch: Path) -> dict:
     cold, cold_s = _clock(ingest, p, [str(CORPUS)])
     warm, warm_s = _clock(ingest, p, [str(CORPUS)])
     result = {
-        "documents": cold.documents, "failed": len(cold.failed), "chunks_served": cold.chunks,
-        "texts_embedded_cold": cold.texts_embedded, "cold_seconds": round(cold_s, 2),
-        "rerun_seconds": round(warm_s, 2), "rerun_texts_embedded": warm.texts_embedded,
-        "rerun_runs": len(warm.run_ids), "ratio_rerun_over_cold": round(warm_s / cold_s, 4), "target": "<= 0.05",
+        "documents": cold.documents,
+        "failed": len(cold.failed),
+        "chunks_served": cold.chunks,
+        "texts_embedded_cold": cold.texts_embedded,
+        "cold_seconds": round(cold_s, 2),
+        "rerun_seconds": round(warm_s, 2),
+        "rerun_texts_embedded": warm.texts_embedded,
+        "rerun_runs": len(warm.run_ids),
+        "ratio_rerun_over_cold": round(warm_s / cold_s, 4),
+        "target": "<= 0.05",
     }
 
     # One chunker's configuration changes: markdown@1 packs to a smaller target.
     chunk_ids_before = _chunk_texts(p)
-    (data / "ingest_pipeline.toml").write_text('[chunkers."markdown@1"]\ntarget_chars = 500\nmax_chars = 900\n')
+    (data / "ingest_pipeline.toml").write_text(
+        '[chunkers."markdown@1"]\ntarget_chars = 500\nmax_chars = 900\n'
+    )
     p2 = _pipeline(data)
     changed, changed_s = _clock(ingest, p2, [str(CORPUS)])
     after = _chunk_texts(p2)
@@ -133,11 +142,13 @@ def bench_incremental(scratch: Path) -> dict:
     worked = sorted(k for k, v in work.items() if v["did_work"])
     result["chunker_config"] = {
         "change": "markdown@1 target_chars 800 -> 500, max_chars 1200 -> 900",
-        "seconds": round(changed_s, 2), "ratio_over_cold": round(changed_s / cold_s, 4),
+        "seconds": round(changed_s, 2),
+        "ratio_over_cold": round(changed_s / cold_s, 4),
         "assets_that_did_work": worked,
         "assets_unchanged": sorted(k for k, v in work.items() if not v["did_work"]),
         "documents_per_asset": work,
-        "texts_embedded": changed.texts_embedded, "texts_new_in_chunk_maps": len(new_texts),
+        "texts_embedded": changed.texts_embedded,
+        "texts_new_in_chunk_maps": len(new_texts),
         "embedded_only_changed_texts": changed.texts_embedded == len(new_texts),
     }
     return result
@@ -146,7 +157,9 @@ def bench_incremental(scratch: Path) -> dict:
 def _chunk_texts(p) -> dict[str, str]:
     from ingest_pipeline.storage.catalog import query
 
-    rows = query(p.lake, "select chunk_id, coalesce(embed_text, text) as t from chunks where text is not null")
+    rows = query(
+        p.lake, "select chunk_id, coalesce(embed_text, text) as t from chunks where text is not null"
+    )
     return dict(zip(rows.column("chunk_id").to_pylist(), rows.column("t").to_pylist()))
 
 
@@ -178,13 +191,12 @@ def plain_loop(p, folder: Path, batch: int | None = None) -> dict:
     picture, ``stages.index.index_findings``) are library calls too, and run here as there;
     what only Dagster does (events, metadata values, run records) is what the ratio weighs."""
     from ingest_pipeline import stages
-    from ingest_pipeline.storage.catalog import build_catalog
     from ingest_pipeline.documents import collect
+    from ingest_pipeline.runtime.isolation import ParseWorker
     from ingest_pipeline.stages.chunk_map import chunk_map_findings, page_picture
     from ingest_pipeline.stages.claims import claim_findings
     from ingest_pipeline.stages.index import index_findings
-
-    from ingest_pipeline.runtime.isolation import ParseWorker
+    from ingest_pipeline.storage.catalog import build_catalog
 
     parser = ParseWorker(p.settings.parse_timeout, p.settings.parse_memory_bytes)
     batch = batch or p.settings.run_batch
@@ -198,24 +210,62 @@ def plain_loop(p, folder: Path, batch: int | None = None) -> dict:
                 used.append(chunker)
     embedded = 0
     for start in range(0, len(docs), batch):
-        keys = docs[start:start + batch]
+        keys = docs[start : start + batch]
         for doc in keys:
-            stages.guarded(p.store, "sources", doc, "loop", stages.observe_source, p.settings, p.store, doc, "loop")
+            stages.guarded(
+                p.store, "sources", doc, "loop", stages.observe_source, p.settings, p.store, doc, "loop"
+            )
         for doc in keys:
-            stages.guarded(p.store, "pages", doc, "loop", stages.read_document, p.settings, p.store, doc, "loop",
-                           parser)
+            stages.guarded(
+                p.store, "pages", doc, "loop", stages.read_document, p.settings, p.store, doc, "loop", parser
+            )
         for chunker in used:
             info = p.registry.info(chunker)
-            outcomes = [stages.guarded(p.store, f"chunks/{info.ref}", doc, "loop", stages.run_chunker, p.settings,
-                                       p.store, chunker, info, doc, "loop", parser) for doc in keys]
+            outcomes = [
+                stages.guarded(
+                    p.store,
+                    f"chunks/{info.ref}",
+                    doc,
+                    "loop",
+                    stages.run_chunker,
+                    p.settings,
+                    p.store,
+                    chunker,
+                    info,
+                    doc,
+                    "loop",
+                    parser,
+                )
+                for doc in keys
+            ]
             written = {o.document: o.kept["meta"] for o in outcomes if "meta" in o.kept}
-            claim_findings({doc: written[doc] if doc in written else p.store.claim_meta(info.asset_name, doc) or {}
-                            for doc in keys}, tuple(getattr(chunker, "check_names", ()) or ()))
+            claim_findings(
+                {
+                    doc: written[doc] if doc in written else p.store.claim_meta(info.asset_name, doc) or {}
+                    for doc in keys
+                },
+                tuple(getattr(chunker, "check_names", ()) or ()),
+            )
         for profile in p.settings.profiles:
-            outcomes = [stages.guarded(p.store, f"chunk_map/{profile.name}", doc, "loop", stages.build_chunk_map,
-                                       p.store, p.registry, profile, p.embedder, doc, "loop") for doc in keys]
-            rows_by_doc, _ = chunk_map_findings(p.store, profile.name, keys, p.embedder.max_tokens,
-                                                {o.document: o.kept for o in outcomes})
+            outcomes = [
+                stages.guarded(
+                    p.store,
+                    f"chunk_map/{profile.name}",
+                    doc,
+                    "loop",
+                    stages.build_chunk_map,
+                    p.store,
+                    p.registry,
+                    profile,
+                    p.embedder,
+                    doc,
+                    "loop",
+                )
+                for doc in keys
+            ]
+            rows_by_doc, _ = chunk_map_findings(
+                p.store, profile.name, keys, p.embedder.max_tokens, {o.document: o.kept for o in outcomes}
+            )
             for rows in rows_by_doc.values():
                 if rows:
                     page_picture(p.store, p.settings.passwords, rows)
@@ -224,8 +274,18 @@ def plain_loop(p, folder: Path, batch: int | None = None) -> dict:
             outcomes = stages.embed_documents(p.store, p.embedder, profile, keys, "loop")
             embedded += sum(int(o.detail.get("embedded", 0) or 0) for o in outcomes)
             for doc in keys:
-                stages.guarded(p.store, f"lancedb/{profile.name}", doc, "loop", stages.index_document, p.store,
-                               p.index, profile, doc, "loop")
+                stages.guarded(
+                    p.store,
+                    f"lancedb/{profile.name}",
+                    doc,
+                    "loop",
+                    stages.index_document,
+                    p.store,
+                    p.index,
+                    profile,
+                    doc,
+                    "loop",
+                )
             p.index.refresh_text_index(profile.name)
             index_findings(p.store, p.index, profile.name, keys)
             p.index.count(profile.name)
@@ -252,8 +312,8 @@ def _orchestration(base: Path, folder: Path, repeats: int) -> dict:
     first, then Dagster first, ...) so neither side always pays the process's first imports
     and a cold page cache; the figure is the ratio of the two sides' medians, with every
     pair's seconds beside it (one pair alone varies by 10-15% on this machine)."""
-    from ingest_pipeline.storage.catalog import query
     from ingest_pipeline.commands.ingest import ingest
+    from ingest_pipeline.storage.catalog import query
 
     _warm_up(base, folder)
     pairs, same = [], True
@@ -265,26 +325,46 @@ def _orchestration(base: Path, folder: Path, repeats: int) -> dict:
         pd.embedder.embed(["warm up"])
         pl.embedder.embed(["warm up"])
         sides = {"loop": lambda: plain_loop(pl, folder), "dagster": lambda: ingest(pd, [str(folder)])}
-        done = {side: _clock_both(sides[side]) for side in (("loop", "dagster") if i % 2 == 0 else ("dagster", "loop"))}
+        done = {
+            side: _clock_both(sides[side])
+            for side in (("loop", "dagster") if i % 2 == 0 else ("dagster", "loop"))
+        }
         (loop, loop_s, loop_cpu), (report, dagster_s, dagster_cpu) = done["loop"], done["dagster"]
         same = same and sorted(query(pd.lake, "select chunk_id from chunks").column(0).to_pylist()) == sorted(
-            query(pl.lake, "select chunk_id from chunks").column(0).to_pylist())
-        pairs.append({"loop_first": i % 2 == 0, "dagster_seconds": round(dagster_s, 2),
-                      "plain_loop_seconds": round(loop_s, 2), "ratio": round(dagster_s / loop_s, 3),
-                      "dagster_cpu_seconds": round(dagster_cpu, 2), "plain_loop_cpu_seconds": round(loop_cpu, 2),
-                      "cpu_ratio": round(dagster_cpu / loop_cpu, 3)})
+            query(pl.lake, "select chunk_id from chunks").column(0).to_pylist()
+        )
+        pairs.append(
+            {
+                "loop_first": i % 2 == 0,
+                "dagster_seconds": round(dagster_s, 2),
+                "plain_loop_seconds": round(loop_s, 2),
+                "ratio": round(dagster_s / loop_s, 3),
+                "dagster_cpu_seconds": round(dagster_cpu, 2),
+                "plain_loop_cpu_seconds": round(loop_cpu, 2),
+                "cpu_ratio": round(dagster_cpu / loop_cpu, 3),
+            }
+        )
     dagster_median = statistics.median(p["dagster_seconds"] for p in pairs)
     loop_median = statistics.median(p["plain_loop_seconds"] for p in pairs)
     return {
-        "documents": report.documents, "runs": len(report.run_ids), "texts_embedded": report.texts_embedded,
-        "loop_texts_embedded": loop["texts_embedded"], "same_chunk_ids": same, "pairs": pairs,
-        "dagster_seconds": dagster_median, "plain_loop_seconds": loop_median,
+        "documents": report.documents,
+        "runs": len(report.run_ids),
+        "texts_embedded": report.texts_embedded,
+        "loop_texts_embedded": loop["texts_embedded"],
+        "same_chunk_ids": same,
+        "pairs": pairs,
+        "dagster_seconds": dagster_median,
+        "plain_loop_seconds": loop_median,
         "ratio_dagster_over_loop": round(dagster_median / loop_median, 3),
-        "median_of_pair_ratios": round(statistics.median(p["ratio"] for p in pairs), 3), "target": "<= 1.25",
+        "median_of_pair_ratios": round(statistics.median(p["ratio"] for p in pairs), 3),
+        "target": "<= 1.25",
         # CPU time (the process and its waited-for children) beside the wall clock: a second
         # view, less moved by how this machine schedules the two sides.
-        "cpu_ratio_of_medians": round(statistics.median(p["dagster_cpu_seconds"] for p in pairs)
-                                      / statistics.median(p["plain_loop_cpu_seconds"] for p in pairs), 3),
+        "cpu_ratio_of_medians": round(
+            statistics.median(p["dagster_cpu_seconds"] for p in pairs)
+            / statistics.median(p["plain_loop_cpu_seconds"] for p in pairs),
+            3,
+        ),
     }
 
 
@@ -337,18 +417,34 @@ def bench_dagster_alone(scratch: Path, batches=(25, 50, 100), repeats: int = 2) 
         p = _pipeline(root)
         ingest(p, [str(folder)], batch_size=batch)
         stages.guarded = lambda _st, _stage, doc, *_a, **_k: Outcome(doc, "unchanged", {})
-        stages.embed_documents = lambda _st, _emb, _prof, keys, *_a, **_k: [Outcome(d, "unchanged", {}) for d in keys]
+        stages.embed_documents = lambda _st, _emb, _prof, keys, *_a, **_k: [
+            Outcome(d, "unchanged", {}) for d in keys
+        ]
         try:
             for _ in range(repeats):
-                report, seconds, cpu = _clock_both(lambda: ingest(p, [str(folder)], batch_size=batch, force=True))
-                points.append({"batch": batch, "runs": len(report.run_ids), "seconds": round(seconds, 2),
-                               "cpu_seconds": round(cpu, 2)})
+                report, seconds, cpu = _clock_both(
+                    lambda: ingest(p, [str(folder)], batch_size=batch, force=True)
+                )
+                points.append(
+                    {
+                        "batch": batch,
+                        "runs": len(report.run_ids),
+                        "seconds": round(seconds, 2),
+                        "cpu_seconds": round(cpu, 2),
+                    }
+                )
         finally:
             stages.guarded, stages.embed_documents = real
-    by_batch = {str(b): statistics.median(pt["seconds"] for pt in points if pt["batch"] == b) for b in batches}
-    return {"documents": 100, "points": points, "median_seconds_by_batch": by_batch,
-            "note": "no stage work: the runs' fixed cost (15 steps each), the partitions' events and "
-                    "metadata, and the checks' reads"}
+    by_batch = {
+        str(b): statistics.median(pt["seconds"] for pt in points if pt["batch"] == b) for b in batches
+    }
+    return {
+        "documents": 100,
+        "points": points,
+        "median_seconds_by_batch": by_batch,
+        "note": "no stage work: the runs' fixed cost (15 steps each), the partitions' events and "
+        "metadata, and the checks' reads",
+    }
 
 
 # ---------------------------------------------------------------- sensor
@@ -391,8 +487,9 @@ def bench_sensor(scratch: Path, files: int = 10_000) -> dict:
         # The daemon would launch the requested runs; here each is recorded as a run that
         # succeeded (running 10,000 documents is not what this measures).
         for request in result.run_requests:
-            create_run_for_test(instance, job_name=request.job_name, status=DagsterRunStatus.SUCCESS,
-                                tags=dict(request.tags))
+            create_run_for_test(
+                instance, job_name=request.job_name, status=DagsterRunStatus.SUCCESS, tags=dict(request.tags)
+            )
         return result
 
     cursor, first_ticks, runs, discovery = None, [], 0, time.perf_counter()
@@ -418,10 +515,14 @@ def bench_sensor(scratch: Path, files: int = 10_000) -> dict:
 
     walk_s = min(_clock(walk)[1] for _ in range(3))
     return {
-        "files": files, "partitions": len(instance.get_dynamic_partitions(DOCUMENTS)),
-        "ticks_to_discover_all": len(first_ticks) - 1, "ingest_runs_requested": runs,
-        "discovery_seconds": round(discovery, 2), "slowest_discovery_tick_seconds": round(max(first_ticks), 3),
-        "idle_tick_seconds": round(statistics.median(idle), 3), "bare_walk_and_stat_seconds": round(walk_s, 3),
+        "files": files,
+        "partitions": len(instance.get_dynamic_partitions(DOCUMENTS)),
+        "ticks_to_discover_all": len(first_ticks) - 1,
+        "ingest_runs_requested": runs,
+        "discovery_seconds": round(discovery, 2),
+        "slowest_discovery_tick_seconds": round(max(first_ticks), 3),
+        "idle_tick_seconds": round(statistics.median(idle), 3),
+        "bare_walk_and_stat_seconds": round(walk_s, 3),
         "ratio_idle_tick_over_walk": round(statistics.median(idle) / walk_s, 2),
         "cursor_bytes": len(cursor or ""),
     }
@@ -449,23 +550,40 @@ def bench_duckdb(scratch: Path, rows: int = 1_000_000, documents: int = 1_000) -
     for d in range(documents):
         text = [" ".join(words[rng.integers(0, 2000, 25)]) for _ in range(per_doc)]
         doc = f"doc-{d:05d}"
-        table = pa.table({
-            "chunk_id": [f"{doc}-{i}" for i in range(per_doc)], "label": [f"page:1/chunk:{i}" for i in range(per_doc)],
-            "profile": ["default"] * per_doc, "document_id": [doc] * per_doc, "path": [f"{doc}.pdf"] * per_doc,
-            "page": rng.integers(1, 40, per_doc).astype(np.int32), "index": np.arange(per_doc, dtype=np.int32),
-            "text": text, "chars": np.array([len(t) for t in text], dtype=np.int32),
-            "tokens": rng.integers(5, 250, per_doc).astype(np.int32),
-            "chunker": chunkers[rng.integers(0, len(chunkers), per_doc)],
-        })
-        full = pa.table({f.name: (table.column(f.name).cast(f.type) if f.name in table.column_names
-                                  else pa.nulls(per_doc, f.type)) for f in tables.CHUNKS})
+        table = pa.table(
+            {
+                "chunk_id": [f"{doc}-{i}" for i in range(per_doc)],
+                "label": [f"page:1/chunk:{i}" for i in range(per_doc)],
+                "profile": ["default"] * per_doc,
+                "document_id": [doc] * per_doc,
+                "path": [f"{doc}.pdf"] * per_doc,
+                "page": rng.integers(1, 40, per_doc).astype(np.int32),
+                "index": np.arange(per_doc, dtype=np.int32),
+                "text": text,
+                "chars": np.array([len(t) for t in text], dtype=np.int32),
+                "tokens": rng.integers(5, 250, per_doc).astype(np.int32),
+                "chunker": chunkers[rng.integers(0, len(chunkers), per_doc)],
+            }
+        )
+        full = pa.table(
+            {
+                f.name: (
+                    table.column(f.name).cast(f.type)
+                    if f.name in table.column_names
+                    else pa.nulls(per_doc, f.type)
+                )
+                for f in tables.CHUNKS
+            }
+        )
         lake.write("chunks", ("default", doc), full)
         all_parts.append(full)
     single = root / "single.parquet"
     pq.write_table(pa.concat_tables(all_parts), single, compression="zstd")
     del all_parts
     count_sql = "select count(*) from chunks"
-    group_sql = "select chunker, count(*) as n, avg(tokens) as mean_tokens, sum(chars) from chunks group by all"
+    group_sql = (
+        "select chunker, count(*) as n, avg(tokens) as mean_tokens, sum(chars) from chunks group by all"
+    )
 
     def timed(con, sql, repeat=3):
         times = []
@@ -482,8 +600,11 @@ def bench_duckdb(scratch: Path, rows: int = 1_000_000, documents: int = 1_000) -
     one.execute(f"create view chunks as select * from read_parquet('{single}')")
     one_count, one_group = timed(one, count_sql), timed(one, group_sql)
     return {
-        "rows": n, "files": documents, "lake_count_seconds": round(lake_count, 4),
-        "lake_group_by_seconds": round(lake_group, 4), "one_file_count_seconds": round(one_count, 4),
+        "rows": n,
+        "files": documents,
+        "lake_count_seconds": round(lake_count, 4),
+        "lake_group_by_seconds": round(lake_group, 4),
+        "one_file_count_seconds": round(one_count, 4),
         "one_file_group_by_seconds": round(one_group, 4),
         "ratio_count_lake_over_one_file": round(lake_count / one_count, 2),
         "ratio_group_by_lake_over_one_file": round(lake_group / one_group, 2),
@@ -511,14 +632,19 @@ def _lance_table(index, rows: int, dim: int, rng, batch: int = 50_000):
             text = pc.binary_join_element_wise(*[pa.array(words[picks[:, j]]) for j in range(30)], " ")
             ids = [f"c{start + i}" for i in range(n)]
             columns = {
-                "chunk_id": ids, "document_id": [f"d{(start + i) // 200}" for i in range(n)], "text": text,
-                "profile": ["bench"] * n, "page": np.ones(n, dtype=np.int32),
-                "index": np.arange(n, dtype=np.int32), "modality": ["text"] * n,
+                "chunk_id": ids,
+                "document_id": [f"d{(start + i) // 200}" for i in range(n)],
+                "text": text,
+                "profile": ["bench"] * n,
+                "page": np.ones(n, dtype=np.int32),
+                "index": np.arange(n, dtype=np.int32),
+                "modality": ["text"] * n,
                 "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), dim),
             }
-            yield pa.RecordBatch.from_pydict({
-                f.name: (columns[f.name] if f.name in columns else pa.nulls(n, f.type)) for f in schema
-            }, schema=schema)
+            yield pa.RecordBatch.from_pydict(
+                {f.name: (columns[f.name] if f.name in columns else pa.nulls(n, f.type)) for f in schema},
+                schema=schema,
+            )
 
     return index.db.create_table("chunks_bench", data=batches(), schema=schema, mode="overwrite"), words
 
@@ -554,29 +680,48 @@ def bench_lancedb(scratch: Path, sizes=(100_000, 1_000_000), queries: int = 50) 
         flat, recall = [], []
         for i in range(min(10, queries)):
             started = time.perf_counter()
-            exact = table.search(query_vectors[i].tolist(), vector_column_name="vector").metric(
-                "cosine").bypass_vector_index().limit(10).to_arrow()
+            exact = (
+                table.search(query_vectors[i].tolist(), vector_column_name="vector")
+                .metric("cosine")
+                .bypass_vector_index()
+                .limit(10)
+                .to_arrow()
+            )
             flat.append(time.perf_counter() - started)
             found = index.search("bench", "", query_vectors[i].tolist(), k=10, mode="vector")
-            recall.append(len({h["chunk_id"] for h in found} & set(exact.column("chunk_id").to_pylist())) / 10)
+            recall.append(
+                len({h["chunk_id"] for h in found} & set(exact.column("chunk_id").to_pylist())) / 10
+            )
         q = lambda xs, p: round(float(np.percentile(xs, p)) * 1000, 2)  # noqa: E731
         out[str(rows)] = {
-            "rows": table.count_rows(), "dim": dim, "load_seconds": round(load_s, 1),
-            "index_build_seconds": round(build_s, 1), "indices": reports[0].indices, "created": reports[0].created,
-            "hybrid_p50_ms": q(hybrid, 50), "hybrid_p95_ms": q(hybrid, 95),
-            "vector_p50_ms": q(vector, 50), "vector_p95_ms": q(vector, 95),
-            "flat_vector_p50_ms": q(flat, 50), "vector_recall_at_10_vs_flat": round(float(np.mean(recall)), 3),
-            "ratio_hybrid_p50_over_flat_vector_p50": round(np.percentile(hybrid, 50) / np.percentile(flat, 50), 3),
+            "rows": table.count_rows(),
+            "dim": dim,
+            "load_seconds": round(load_s, 1),
+            "index_build_seconds": round(build_s, 1),
+            "indices": reports[0].indices,
+            "created": reports[0].created,
+            "hybrid_p50_ms": q(hybrid, 50),
+            "hybrid_p95_ms": q(hybrid, 95),
+            "vector_p50_ms": q(vector, 50),
+            "vector_p95_ms": q(vector, 95),
+            "flat_vector_p50_ms": q(flat, 50),
+            "vector_recall_at_10_vs_flat": round(float(np.mean(recall)), 3),
+            "ratio_hybrid_p50_over_flat_vector_p50": round(
+                np.percentile(hybrid, 50) / np.percentile(flat, 50), 3
+            ),
         }
         shutil.rmtree(root, ignore_errors=True)
     return out
 
 
 SECTIONS = {
-    "incremental": bench_incremental, "orchestration": bench_orchestration,
-    "orchestration_corpus": bench_orchestration_corpus, "dagster_alone": bench_dagster_alone,
+    "incremental": bench_incremental,
+    "orchestration": bench_orchestration,
+    "orchestration_corpus": bench_orchestration_corpus,
+    "dagster_alone": bench_dagster_alone,
     "sensor": bench_sensor,
-    "duckdb": bench_duckdb, "lancedb": bench_lancedb,
+    "duckdb": bench_duckdb,
+    "lancedb": bench_lancedb,
 }
 
 
@@ -591,8 +736,11 @@ def main() -> int:
     out = Path(args.out)
     report = json.loads(out.read_text()) if out.exists() and args.only else {}
     report.setdefault("sections", {})
-    report["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                         "load_average_at_start": os.getloadavg()}
+    report["machine"] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "load_average_at_start": os.getloadavg(),
+    }
     try:
         for name in args.only or list(SECTIONS):
             print(f"== {name}", file=sys.stderr, flush=True)

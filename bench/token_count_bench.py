@@ -34,7 +34,10 @@ def documents(data: Path) -> dict[str, list[list[str]]]:
         docs = []
         for path in sorted(folder.glob("*.parquet")):
             table = pq.read_table(path, columns=["text", "embed_text"])
-            texts = [e or t for t, e in zip(table.column("text").to_pylist(), table.column("embed_text").to_pylist())]
+            texts = [
+                e or t
+                for t, e in zip(table.column("text").to_pylist(), table.column("embed_text").to_pylist())
+            ]
             docs.append([t for t in texts if t and len(t) <= 4096])
         out[folder.name] = docs
     return out

@@ -46,10 +46,18 @@ print(f"{{peak / 1024:.0f}} {{(peak - base) / 1024:.0f}} {{time.perf_counter() -
 
 def measure(mb: float, mode: str) -> dict:
     code = CHILD.format(root=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", code, str(mb), mode], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(mb), mode], capture_output=True, text=True, check=True
+    )
     peak, grown, seconds, count = out.stdout.split()
-    return {"mb": mb, "mode": mode, "peak_rss_mib": int(peak), "grown_mib": int(grown), "seconds": float(seconds),
-            "result": int(count)}
+    return {
+        "mb": mb,
+        "mode": mode,
+        "peak_rss_mib": int(peak),
+        "grown_mib": int(grown),
+        "seconds": float(seconds),
+        "result": int(count),
+    }
 
 
 def main() -> None:
@@ -60,9 +68,17 @@ def main() -> None:
     anchor = measure(args.anchor_mb, "whole")
     same = measure(args.anchor_mb, "windowed")
     big = measure(args.mb, "windowed")
-    print(json.dumps({"anchor_whole": anchor, "windowed_same_page": same, "windowed_big_page": big,
-                      "memory_growth_ratio_same_page": round(same["grown_mib"] / max(anchor["grown_mib"], 1), 3)},
-                     indent=2))
+    print(
+        json.dumps(
+            {
+                "anchor_whole": anchor,
+                "windowed_same_page": same,
+                "windowed_big_page": big,
+                "memory_growth_ratio_same_page": round(same["grown_mib"] / max(anchor["grown_mib"], 1), 3),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -21,18 +21,44 @@ import tempfile
 import time
 import urllib.request
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--no-first-run", "--hide-scrollbars"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--hide-scrollbars",
+]
 
 
-async def capture(url: str, out: str, width: int, height: int, wait_for: str, timeout: float, port: int,
-                  expand_groups: bool = False, hide: tuple[str, ...] = (), zoom_out: int = 0) -> None:
+async def capture(
+    url: str,
+    out: str,
+    width: int,
+    height: int,
+    wait_for: str,
+    timeout: float,
+    port: int,
+    expand_groups: bool = False,
+    hide: tuple[str, ...] = (),
+    zoom_out: int = 0,
+) -> None:
     import websockets
 
     profile = tempfile.mkdtemp(prefix="ui-shot-")
-    browser = subprocess.Popen(["/usr/bin/chromium", *CHROMIUM_FLAGS, f"--remote-debugging-port={port}",
-                                f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    browser = subprocess.Popen(
+        [
+            "/usr/bin/chromium",
+            *CHROMIUM_FLAGS,
+            f"--remote-debugging-port={port}",
+            f"--user-data-dir={profile}",
+            f"--window-size={width},{height}",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + timeout
         targets = None
@@ -56,38 +82,69 @@ async def capture(url: str, out: str, width: int, height: int, wait_for: str, ti
                     if message.get("id") == counter:
                         return message.get("result", {})
 
-            await call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
-                       mobile=False)
+            await call(
+                "Emulation.setDeviceMetricsOverride",
+                width=width,
+                height=height,
+                deviceScaleFactor=1,
+                mobile=False,
+            )
             await call("Page.navigate", url=url)
             last, stable = "", 0
             while time.monotonic() < deadline:
                 await asyncio.sleep(1.0)
                 # dismiss the first-visit "join the community" dialog
-                await call("Runtime.evaluate", expression=(
-                    "for (const b of document.querySelectorAll('button')) if (b.innerText.trim() === 'Skip') b.click()"))
-                result = await call("Runtime.evaluate", expression="document.body ? document.body.innerText : ''")
+                await call(
+                    "Runtime.evaluate",
+                    expression=(
+                        "for (const b of document.querySelectorAll('button')) "
+                        "if (b.innerText.trim() === 'Skip') b.click()"
+                    ),
+                )
+                result = await call(
+                    "Runtime.evaluate", expression="document.body ? document.body.innerText : ''"
+                )
                 text = result.get("result", {}).get("value", "")
                 stable = stable + 1 if text == last and wait_for in text else 0
                 last = text
                 if stable >= 3:
                     break
             else:
-                print(f"{wait_for!r} did not appear on {url} within {timeout} s; the page says: {last[:300]!r}")
+                print(
+                    f"{wait_for!r} did not appear on {url} within {timeout} s; the page says: {last[:300]!r}"
+                )
             if expand_groups:  # the graph's shortcut to expand every asset group: Alt+E
                 for kind in ("keyDown", "keyUp"):
-                    await call("Input.dispatchKeyEvent", type=kind, modifiers=1, key="e", code="KeyE",
-                               windowsVirtualKeyCode=69)
+                    await call(
+                        "Input.dispatchKeyEvent",
+                        type=kind,
+                        modifiers=1,
+                        key="e",
+                        code="KeyE",
+                        windowsVirtualKeyCode=69,
+                    )
                 await asyncio.sleep(3.0)
                 await call("Page.reload")  # the expanded groups are remembered: the reload fits them all
                 await asyncio.sleep(45.0)  # the layout of an expanded graph takes a while on a busy machine
             for _ in range(zoom_out):  # Ctrl+wheel down over the graph zooms it out
-                await call("Input.dispatchMouseEvent", type="mouseWheel", x=width * 0.6, y=height * 0.5,
-                           deltaX=0, deltaY=100, modifiers=2)
+                await call(
+                    "Input.dispatchMouseEvent",
+                    type="mouseWheel",
+                    x=width * 0.6,
+                    y=height * 0.5,
+                    deltaX=0,
+                    deltaY=100,
+                    modifiers=2,
+                )
                 await asyncio.sleep(0.4)
             for label in hide:  # e.g. the navigation panel, by its button's text
-                await call("Runtime.evaluate", expression=(
-                    f"for (const b of document.querySelectorAll('button, a')) "
-                    f"if (b.innerText.trim() === {json.dumps(label)}) b.click()"))
+                await call(
+                    "Runtime.evaluate",
+                    expression=(
+                        f"for (const b of document.querySelectorAll('button, a')) "
+                        f"if (b.innerText.trim() === {json.dumps(label)}) b.click()"
+                    ),
+                )
                 await asyncio.sleep(2.0)
             shot = await call("Page.captureScreenshot", format="png")
         with open(out, "wb") as handle:
@@ -111,8 +168,20 @@ def main() -> None:
     parser.add_argument("--click", action="append", default=[], help="click the button with this text first")
     parser.add_argument("--zoom-out", type=int, default=0, help="mouse-wheel steps to zoom the graph out")
     args = parser.parse_args()
-    asyncio.run(capture(args.url, args.out, args.width, args.height, args.wait_for, args.timeout, args.port,
-                        args.expand_groups, tuple(args.click), args.zoom_out))
+    asyncio.run(
+        capture(
+            args.url,
+            args.out,
+            args.width,
+            args.height,
+            args.wait_for,
+            args.timeout,
+            args.port,
+            args.expand_groups,
+            tuple(args.click),
+            args.zoom_out,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -43,9 +43,7 @@ def validate_bbox(bbox: Sequence[float]) -> BBox:
     return (x0, y0, x1, y1)
 
 
-def normalize_box(
-    box: Sequence[float], width: float, height: float
-) -> BBox | None:
+def normalize_box(box: Sequence[float], width: float, height: float) -> BBox | None:
     """Scale a box given in a ``width`` x ``height`` space to [0, 1], clamped.
 
     Returns None when the clamped box is degenerate (zero width or height).

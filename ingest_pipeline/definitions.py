@@ -1,6 +1,5 @@
 """Assembles the code location: assets, checks, jobs, the sensor and the resources."""
 
-
 from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor, multiprocess_executor
 
 from ingest_pipeline.assets.catalog import catalog
@@ -10,9 +9,9 @@ from ingest_pipeline.assets.evaluation import build_eval_asset
 from ingest_pipeline.assets.profiles import build_profile_assets
 from ingest_pipeline.assets.sources import pages, sources
 from ingest_pipeline.instance.run_tags import k8s_run_tags
+from ingest_pipeline.jobs import housekeeping_job, housekeeping_schedule
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.resources import resources_for
-from ingest_pipeline.jobs import housekeeping_job, housekeeping_schedule
 from ingest_pipeline.sensors.folder import build_source_sensor
 from ingest_pipeline.settings import Settings, load_settings
 
@@ -40,8 +39,9 @@ def build_definitions(settings: Settings, resources: dict | None = None) -> Defi
     served: set[str] = set()  # the versions an indexed profile uses: a run takes them first
     leads: dict[str, list[str]] = {}  # version -> the indexed profiles it leads for its formats
     for profile in settings.profiles:
-        profile_assets += build_profile_assets(registry, profile, resources["embedder"].max_tokens,
-                                               indexed=settings.is_indexed(profile))
+        profile_assets += build_profile_assets(
+            registry, profile, resources["embedder"].max_tokens, indexed=settings.is_indexed(profile)
+        )
         versions = {f"{c.id}_v{c.version}" for c in registry.order_for(profile.chunkers)}
         used |= versions
         if settings.is_indexed(profile):
@@ -54,13 +54,19 @@ def build_definitions(settings: Settings, resources: dict | None = None) -> Defi
     # graph, to be materialized on demand (an opt-in version is asked only when named).
     in_use = [a for a in chunk_assets if a.key.path[-1] in used]
     ingest_job = define_asset_job(
-        INGEST_JOB, selection=AssetSelection.assets(sources, pages, *in_use, *profile_assets),
-        partitions_def=documents_partitions, tags={WORK_TAG: "ingest", **k8s_run_tags("ingest")},
-        description="The per-document assets the profiles need, for a batch of documents (one run, many partitions).",
+        INGEST_JOB,
+        selection=AssetSelection.assets(sources, pages, *in_use, *profile_assets),
+        partitions_def=documents_partitions,
+        tags={WORK_TAG: "ingest", **k8s_run_tags("ingest")},
+        description="The per-document assets the profiles need, for a batch of documents "
+        "(one run, many partitions).",
     )
-    catalog_job = define_asset_job(CATALOG_JOB, selection=AssetSelection.assets(catalog),
-                                   tags={WORK_TAG: "catalog", **k8s_run_tags("catalog")},
-                                   description="Rebuild the DuckDB views over the lake.")
+    catalog_job = define_asset_job(
+        CATALOG_JOB,
+        selection=AssetSelection.assets(catalog),
+        tags={WORK_TAG: "catalog", **k8s_run_tags("catalog")},
+        description="Rebuild the DuckDB views over the lake.",
+    )
     evals = [build_eval_asset(profile) for profile in settings.indexed_profiles]
     return Definitions(
         assets=[*per_document, catalog, *evals],

@@ -7,11 +7,10 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ingest_pipeline.storage import object_store
-from ingest_pipeline.storage.object_store import is_candidate
 from ingest_pipeline.identity import document_id
 from ingest_pipeline.settings import CONFIG_FILE, Settings
-
+from ingest_pipeline.storage import object_store
+from ingest_pipeline.storage.object_store import is_candidate
 
 
 @dataclass(frozen=True)
@@ -74,11 +73,11 @@ def entry_for(settings: Settings, file_path: str, base: str | None = None) -> Do
 def _object_entry(settings: Settings, uri: str, base: str | None) -> DocumentEntry:
     root = object_store.absolute(settings.source_root) + "/"
     if uri.startswith(root):
-        label = uri[len(root):]
+        label = uri[len(root) :]
         key = f"sources:{label}"
     else:
         anchor = (base.rstrip("/").rsplit("/", 1)[0] if base else uri.rsplit("/", 1)[0]) + "/"
-        label = uri[len(anchor):] if uri.startswith(anchor) else uri.rsplit("/", 1)[-1]
+        label = uri[len(anchor) :] if uri.startswith(anchor) else uri.rsplit("/", 1)[-1]
         key = f"file:{uri}"
     return DocumentEntry(document_id=document_id(key, label), path=label, uri=uri)
 
@@ -103,11 +102,13 @@ def check_trusted(settings: Settings, entry: DocumentEntry) -> str:
         return real
     raise UntrustedSource(
         f"refused: {entry.path} is a symbolic link to {real}, outside the source root "
-        f"(allow outside roots with [sources] link_roots in {CONFIG_FILE})")
+        f"(allow outside roots with [sources] link_roots in {CONFIG_FILE})"
+    )
 
 
-def collect(settings: Settings, paths: Iterable[str],
-            known: dict[str, DocumentEntry] | None = None) -> list[DocumentEntry]:
+def collect(
+    settings: Settings, paths: Iterable[str], known: dict[str, DocumentEntry] | None = None
+) -> list[DocumentEntry]:
     """Entries for files and folders (recursively), in a stable order, without repeats.
     A file already in ``known`` (the inventory) keeps the id and label it was first given,
     so a storage root made before a naming rule changed keeps one document per file."""
@@ -143,8 +144,10 @@ def superseded(inventory: dict[str, DocumentEntry], entries: Iterable[DocumentEn
     """Known documents that name the same file as one of ``entries`` under another id
     (left by an older naming rule): they are duplicates to forget."""
     kept = {e.uri: e.document_id for e in entries}
-    return sorted((e for e in inventory.values() if e.uri in kept and kept[e.uri] != e.document_id),
-                  key=lambda e: e.document_id)
+    return sorted(
+        (e for e in inventory.values() if e.uri in kept and kept[e.uri] != e.document_id),
+        key=lambda e: e.document_id,
+    )
 
 
 def vanished(inventory: dict[str, DocumentEntry], roots: Iterable[str]) -> list[DocumentEntry]:

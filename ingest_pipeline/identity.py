@@ -39,7 +39,9 @@ def canonical_json(value: Any) -> str:
 
 def config_hash(chunker_ref: str, config: dict[str, Any]) -> str:
     """A stable hash of a chunker's id@version and configuration, equal across processes."""
-    return hashlib.sha256(canonical_json({"chunker": chunker_ref, "config": config}).encode()).hexdigest()[:16]
+    return hashlib.sha256(canonical_json({"chunker": chunker_ref, "config": config}).encode()).hexdigest()[
+        :16
+    ]
 
 
 def with_reader_settings(cfg_hash: str, settings: dict[str, Any]) -> str:
@@ -58,8 +60,10 @@ def chunk_id(
     """The primary key of a chunk: same input and configuration, same id on any machine."""
     content_digest = sha256_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
     if type(page) is int and type(index) is int:  # canonical_json's text for these six, written out
-        payload = (f"[{_STRING(document)},{_STRING(chunker_ref)},{_STRING(cfg_hash)},{page},{index},"
-                   f"{_STRING(content_digest)}]")
+        payload = (
+            f"[{_STRING(document)},{_STRING(chunker_ref)},{_STRING(cfg_hash)},{page},{index},"
+            f"{_STRING(content_digest)}]"
+        )
     else:
         payload = canonical_json([document, chunker_ref, cfg_hash, page, index, content_digest])
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]

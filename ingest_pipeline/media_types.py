@@ -52,8 +52,13 @@ def by_name(name: str) -> str | None:
 
 def detect(content: bytes, name: str = "") -> str:
     """The media type of ``content``: magic bytes first, the file name second."""
-    return _classify(content[:PDF_HEADER_WINDOW], content[-PDF_HEADER_WINDOW:], len(content),
-                     lambda: io.BytesIO(content), name)
+    return _classify(
+        content[:PDF_HEADER_WINDOW],
+        content[-PDF_HEADER_WINDOW:],
+        len(content),
+        lambda: io.BytesIO(content),
+        name,
+    )
 
 
 def detect_file(path: str, name: str = "") -> str:
@@ -125,9 +130,21 @@ def _zip_kind(opener, named: str | None) -> str:
     return ZIP
 
 
-_FAMILIES = {TEXT: "text", MARKDOWN: "markdown", CSV: "delimited", TSV: "delimited", PDF: "pdf",
-             DOCX: "office", PPTX: "office", XLSX: "office", XLSM: "office", OLE2: "office",
-             PNG: "image", JPEG: "image", TIFF: "image"}
+_FAMILIES = {
+    TEXT: "text",
+    MARKDOWN: "markdown",
+    CSV: "delimited",
+    TSV: "delimited",
+    PDF: "pdf",
+    DOCX: "office",
+    PPTX: "office",
+    XLSX: "office",
+    XLSM: "office",
+    OLE2: "office",
+    PNG: "image",
+    JPEG: "image",
+    TIFF: "image",
+}
 
 
 def size_family(media_type: str) -> str:

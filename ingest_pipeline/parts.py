@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ingest_pipeline.storage.lake import Lake
     from ingest_pipeline.registry import ChunkerRegistry
     from ingest_pipeline.settings import Settings
+    from ingest_pipeline.storage.lake import Lake
     from ingest_pipeline.storage.store import Store
     from ingest_pipeline.storage.vector_index import VectorIndex
 

@@ -102,9 +102,7 @@ class ChunkerRegistry:
             raise RegistryError(f"chunker id {cid!r} collides with a reader id")
         ref = f"{cid}@{version}"
         if ref in self._chunkers:
-            raise RegistryError(
-                f"{ref} is installed twice ({self._sources[ref]} and {source})"
-            )
+            raise RegistryError(f"{ref} is installed twice ({self._sources[ref]} and {source})")
         if not getattr(chunker, "opt_in", False):
             for other in self._chunkers.values():
                 if other.id == cid and not getattr(other, "opt_in", False):

@@ -24,9 +24,9 @@ from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
 from ingest_pipeline.embedding.minilm import MiniLMEmbedder, minilm
-from ingest_pipeline.runtime.isolation import ParseWorker, kept
 from ingest_pipeline.parts import Parts
 from ingest_pipeline.registry import ChunkerRegistry
+from ingest_pipeline.runtime.isolation import ParseWorker, kept
 from ingest_pipeline.settings import Settings, load_settings
 from ingest_pipeline.storage.store import Store
 from ingest_pipeline.storage.vector_index import VectorIndex
@@ -208,8 +208,9 @@ def parse_worker_for(settings: Settings) -> ParseWorkerResource:
 
 def resources_for(settings: Settings, embedder: EmbedderResource | None = None) -> dict[str, Any]:
     """The resources every job of a storage root binds (the CLI and the tests use the same)."""
-    embedder = embedder or MiniLM(batch_size=settings.embed_batch, threads=settings.embed_threads,
-                                  workers=settings.embed_workers)
+    embedder = embedder or MiniLM(
+        batch_size=settings.embed_batch, threads=settings.embed_threads, workers=settings.embed_workers
+    )
     return {
         "ingest": IngestResource(data=settings.data),
         "store": StoreResource(root=settings.lake_root),

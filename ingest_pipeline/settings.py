@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingest_pipeline.storage import object_store
+
 CONFIG_FILE = "ingest_pipeline.toml"
 PASSWORDS_FILE = "passwords.toml"
 DEFAULT_PROFILE = "default"
@@ -19,8 +20,15 @@ _PROFILE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 MiB = 1024 * 1024
 # Format families for [limits.max_mib]; see media_types.size_family.
-DEFAULT_MAX_BYTES = {"text": 16 * MiB, "markdown": 16 * MiB, "delimited": 32 * MiB, "pdf": 256 * MiB,
-                     "office": 128 * MiB, "image": 64 * MiB, "other": 64 * MiB}
+DEFAULT_MAX_BYTES = {
+    "text": 16 * MiB,
+    "markdown": 16 * MiB,
+    "delimited": 32 * MiB,
+    "pdf": 256 * MiB,
+    "office": 128 * MiB,
+    "image": 64 * MiB,
+    "other": 64 * MiB,
+}
 
 
 @dataclass(frozen=True)
@@ -222,8 +230,10 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
     # Link roots are local folders; a relative one is relative to a local storage root
     # (to the working directory when the storage root is a URI).
     anchor = os.getcwd() if object_store.is_uri(root) else root
-    link_roots = tuple(os.path.abspath(os.path.join(anchor, str(r)))
-                       for r in ((config.get("sources") or {}).get("link_roots") or ()))
+    link_roots = tuple(
+        os.path.abspath(os.path.join(anchor, str(r)))
+        for r in ((config.get("sources") or {}).get("link_roots") or ())
+    )
     return Settings(
         data=root,
         profiles=tuple(profiles),
@@ -239,7 +249,9 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         embed_batch=int(config.get("embed_batch", Settings.embed_batch)),
         embed_workers=max(1, int(config.get("embed_workers", available_cpus()))),
         embed_threads=max(0, int(config.get("embed_threads", Settings.embed_threads))),
-        sensor_interval=int(os.environ.get("INGEST_SENSOR_INTERVAL") or dagster_cfg.get("sensor_interval", 15)),
+        sensor_interval=int(
+            os.environ.get("INGEST_SENSOR_INTERVAL") or dagster_cfg.get("sensor_interval", 15)
+        ),
         executor=executor,
         run_batch=int(dagster_cfg.get("run_batch", Settings.run_batch)),
         run_retries=int(dagster_cfg.get("run_retries", 2)),

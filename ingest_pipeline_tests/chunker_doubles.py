@@ -27,9 +27,15 @@ class FixedChunker(BaseChunker):
     def chunk(self, content, media_type, pages):
         self.calls += 1
         return tuple(
-            PageChunks(page=p, pieces=tuple(
-                ChunkPiece(image=t, bbox=(0, 0, 1, 1)) if isinstance(t, bytes) else
-                ChunkPiece(text=t, bbox_reason="no_geometry") for t in texts))
+            PageChunks(
+                page=p,
+                pieces=tuple(
+                    ChunkPiece(image=t, bbox=(0, 0, 1, 1))
+                    if isinstance(t, bytes)
+                    else ChunkPiece(text=t, bbox_reason="no_geometry")
+                    for t in texts
+                ),
+            )
             for p, texts in self.answers.items()
         )
 
@@ -61,8 +67,10 @@ class SizedChunker(BaseChunker):
             if page.status != "read" or not page.text:
                 continue
             text = page.text
-            pieces = tuple(ChunkPiece(text=text[i:i + self.config.size], bbox_reason="no_geometry")
-                           for i in range(0, len(text), self.config.size))
+            pieces = tuple(
+                ChunkPiece(text=text[i : i + self.config.size], bbox_reason="no_geometry")
+                for i in range(0, len(text), self.config.size)
+            )
             out.append(PageChunks(page=page.page, pieces=pieces))
         return tuple(out)
 
@@ -94,6 +102,7 @@ class ShoutChunker:
     summary = "the page text in capitals"
 
     def chunk(self, content, media_type, pages):
-        return tuple(PageChunks(page=p.page, pieces=(ChunkPiece(text=p.text.upper(), bbox_reason="no_geometry"),))
+        return tuple(PageChunks(page=p.page,
+                                pieces=(ChunkPiece(text=p.text.upper(), bbox_reason="no_geometry"),))
                      for p in pages if p.status == "read")
 '''

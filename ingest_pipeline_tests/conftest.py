@@ -58,8 +58,11 @@ def in_ci() -> bool:
 def _corpus_must_exist() -> None:
     """Session-scoped so it runs before any module fixture that reads the corpus."""
     if not corpus_available():
-        pytest.fail(f"../shared/corpus is not present at {CORPUS}, and CI is set: the corpus tests "
-                    "cannot run, and in CI that is a failure, not a skip", pytrace=False)
+        pytest.fail(
+            f"../shared/corpus is not present at {CORPUS}, and CI is set: the corpus tests "
+            "cannot run, and in CI that is a failure, not a skip",
+            pytrace=False,
+        )
 
 
 def _requires_corpus_mark():
@@ -76,8 +79,12 @@ requires_corpus = _requires_corpus_mark()
 
 
 def pytest_addoption(parser):
-    parser.addoption("--regenerate-golden", action="store_true", default=False,
-                     help="rewrite ingest_pipeline_tests/golden/ from the chunkers' current output")
+    parser.addoption(
+        "--regenerate-golden",
+        action="store_true",
+        default=False,
+        help="rewrite ingest_pipeline_tests/golden/ from the chunkers' current output",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -120,10 +127,15 @@ def corpus_documents():
         media = media_types.detect(content, relpath)
         password = password_for(relpath, passwords)
         try:
-            pages = read_pages(content, media, ReadOptions(name=relpath, password=password,
-                                                           ocr=True, ocr_dpi=DEFAULT_OCR_DPI))
+            pages = read_pages(
+                content,
+                media,
+                ReadOptions(name=relpath, password=password, ocr=True, ocr_dpi=DEFAULT_OCR_DPI),
+            )
         except Exception:  # noqa: BLE001 - a file the readers refuse has no pages to chunk
             pages = None
         out[relpath] = (content, media, password, pages)
     return out
+
+
 os.environ.setdefault("INGEST_CHUNK_DPI", "120")

@@ -82,8 +82,9 @@ class DagsterDev:
 
     def graphql(self, query: str, variables: dict | None = None) -> dict:
         body = json.dumps({"query": query, "variables": variables or {}}).encode()
-        request = urllib.request.Request(f"{self.url}/graphql", data=body,
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{self.url}/graphql", data=body, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=60) as response:
             answer = json.loads(response.read())
         if answer.get("errors"):
@@ -114,11 +115,22 @@ def dagster_dev(data: Path, env: dict[str, str] | None = None, timeout: float = 
     log = data / "dagster_dev.log"
     dagster = Path(sys.executable).parent / "dagster"
     full_env = {**os.environ, "DAGSTER_HOME": str(home), "INGEST_DATA": str(data), **(env or {})}
-    command = ["env", "--default-signal=INT,TERM", str(dagster), "dev", "-w", str(ROOT / "workspace.yaml"),
-               "-h", "127.0.0.1", "-p", str(port)]
+    command = [
+        "env",
+        "--default-signal=INT,TERM",
+        str(dagster),
+        "dev",
+        "-w",
+        str(ROOT / "workspace.yaml"),
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+    ]
     with open(log, "wb") as sink:
-        process = subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=sink, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=full_env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
     dev = DagsterDev(process, f"http://127.0.0.1:{port}", home, data, log, {})
     try:
         deadline = time.monotonic() + timeout
@@ -130,7 +142,9 @@ def dagster_dev(data: Path, env: dict[str, str] | None = None, timeout: float = 
                 break
             except Exception:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"dagster dev did not answer in {timeout:.0f} s:\n{dev.log_tail()}") from None
+                    raise RuntimeError(
+                        f"dagster dev did not answer in {timeout:.0f} s:\n{dev.log_tail()}"
+                    ) from None
                 time.sleep(1)
         yield dev
     finally:
@@ -168,8 +182,14 @@ def stop(dev: DagsterDev, grace: float = 30) -> None:
         raise AssertionError("processes survived SIGKILL: " + "; ".join(cmdline(p)[:120] for p in survivors))
 
 
-def wait_for(predicate, timeout: float, interval: float = 1.0, what: str = "condition", dev: DagsterDev | None = None,
-             detail=None):
+def wait_for(
+    predicate,
+    timeout: float,
+    interval: float = 1.0,
+    what: str = "condition",
+    dev: DagsterDev | None = None,
+    detail=None,
+):
     deadline = time.monotonic() + timeout
     while True:
         if dev is not None:
@@ -178,7 +198,9 @@ def wait_for(predicate, timeout: float, interval: float = 1.0, what: str = "cond
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}"
-                                 + (f": {detail()}" if detail else "")
-                                 + (f"\n{dev.log_tail()}" if dev else ""))
+            raise AssertionError(
+                f"timed out after {timeout:.0f} s waiting for {what}"
+                + (f": {detail()}" if detail else "")
+                + (f"\n{dev.log_tail()}" if dev else "")
+            )
         time.sleep(interval)

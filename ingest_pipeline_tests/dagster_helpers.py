@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ingest_pipeline.commands.ingest import QUIET
 from ingest_pipeline.definitions import INGEST_JOB, build_definitions
 from ingest_pipeline.documents import collect
 from ingest_pipeline.instance.home import instance_for
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import parts_for
-from ingest_pipeline.commands.ingest import QUIET
 from ingest_pipeline.sensors.batches import range_tags
 
 
@@ -27,8 +27,14 @@ def register(pipeline, instance, paths=None) -> list[str]:
     return keys
 
 
-def run_batch(pipeline, instance, keys: list[str], ops_config: dict | None = None, tags: dict | None = None,
-              resources_config: dict | None = None):
+def run_batch(
+    pipeline,
+    instance,
+    keys: list[str],
+    ops_config: dict | None = None,
+    tags: dict | None = None,
+    resources_config: dict | None = None,
+):
     """One run over a contiguous range of partitions, in process. ``resources_config`` is run
     config for the resources the code location binds, as the launchpad would send it."""
     ordered = instance.get_dynamic_partitions(DOCUMENTS)
@@ -36,12 +42,17 @@ def run_batch(pipeline, instance, keys: list[str], ops_config: dict | None = Non
     assert positions == list(range(positions[0], positions[0] + len(positions))), "keys must be contiguous"
     defs = build_definitions(pipeline.settings, pipeline.resources)
     return defs.resolve_job_def(INGEST_JOB).execute_in_process(
-        instance=instance, tags={**range_tags(ordered[positions[0]], ordered[positions[-1]]), **(tags or {})},
+        instance=instance,
+        tags={**range_tags(ordered[positions[0]], ordered[positions[-1]]), **(tags or {})},
         # With run config for resources, the job's own bound resources take it (the UI's path).
         resources=None if resources_config else pipeline.resources,
-        run_config={**QUIET, **({"ops": ops_config} if ops_config else {}),
-                    **({"resources": resources_config} if resources_config else {})},
-        raise_on_error=False)
+        run_config={
+            **QUIET,
+            **({"ops": ops_config} if ops_config else {}),
+            **({"resources": resources_config} if resources_config else {}),
+        },
+        raise_on_error=False,
+    )
 
 
 def materializations(result) -> dict[str, dict[str, dict]]:
@@ -50,7 +61,8 @@ def materializations(result) -> dict[str, dict[str, dict]]:
     for event in result.get_asset_materialization_events():
         mat = event.event_specific_data.materialization
         out.setdefault(mat.asset_key.to_user_string(), {})[mat.partition] = {
-            k: v.value for k, v in mat.metadata.items()}
+            k: v.value for k, v in mat.metadata.items()
+        }
     return out
 
 
@@ -61,8 +73,10 @@ def total(result, asset: str, field: str) -> int:
 
 def statuses(result, asset: str) -> dict[str, str]:
     """Partition -> the first word of its status line (new, unchanged, FAILED ...)."""
-    return {k: str(m["status"]).split(":")[0].split()[0]
-            for k, m in materializations(result).get(asset, {}).items()}
+    return {
+        k: str(m["status"]).split(":")[0].split()[0]
+        for k, m in materializations(result).get(asset, {}).items()
+    }
 
 
 def temporary_instance(data_dir: Path):

@@ -44,7 +44,17 @@ def _rest_digest(piece: ChunkPiece) -> str:
     return hashlib.sha256(canonical_json(rest).encode("utf-8")).hexdigest()[:16]
 
 
-COLUMNS = ("label", "chunk_id", "sha256", "bbox", "bbox_reason", "role", "content_type", "header_path", "rest")
+COLUMNS = (
+    "label",
+    "chunk_id",
+    "sha256",
+    "bbox",
+    "bbox_reason",
+    "role",
+    "content_type",
+    "header_path",
+    "rest",
+)
 # A document with more pieces than this is kept as one digest line per page (the
 # 117-page PDF alone would otherwise hold most of the repository's golden bytes).
 PAGE_DIGEST_OVER = 1000
@@ -56,9 +66,17 @@ def piece_record(piece: ChunkPiece, label: str | None, cid: str | None) -> list[
     text or of the image bytes, marked ``img:``."""
     content = piece.image if piece.is_image else piece.text.encode("utf-8")
     digest = ("img:" if piece.is_image else "") + sha256_bytes(content)[:16]
-    return [label, cid, digest, _box(piece.bbox), piece.bbox_reason,
-            piece.layout.role if piece.layout else None, piece.content_type, list(piece.header_path),
-            _rest_digest(piece)]
+    return [
+        label,
+        cid,
+        digest,
+        _box(piece.bbox),
+        piece.bbox_reason,
+        piece.layout.role if piece.layout else None,
+        piece.content_type,
+        list(piece.header_path),
+        _rest_digest(piece),
+    ]
 
 
 def document_record(relpath: str, ref: str, cfg_hash: str, pages, answer: Iterable[PageChunks]) -> list:
@@ -82,9 +100,14 @@ def document_record(relpath: str, ref: str, cfg_hash: str, pages, answer: Iterab
         per_page.append((page.page, rows))
     if sum(len(rows) for _, rows in per_page) <= PAGE_DIGEST_OVER:
         return [row for _, rows in per_page for row in rows]
-    return [[f"page:{number}", f"{len(rows)} pieces",
-             hashlib.sha256(canonical_json(rows).encode("utf-8")).hexdigest()[:16]]
-            for number, rows in per_page]
+    return [
+        [
+            f"page:{number}",
+            f"{len(rows)} pieces",
+            hashlib.sha256(canonical_json(rows).encode("utf-8")).hexdigest()[:16],
+        ]
+        for number, rows in per_page
+    ]
 
 
 def golden_path(info) -> Path:
@@ -93,9 +116,14 @@ def golden_path(info) -> Path:
 
 def render(ref: str, cfg_hash: str, config: Mapping[str, Any], documents: Mapping[str, list]) -> str:
     """The file text: a header, then one JSON line per piece (sorted documents)."""
-    lines = ["{", f'"chunker": {json.dumps(ref)},', f'"config_hash": {json.dumps(cfg_hash)},',
-             f'"config": {canonical_json(dict(config))},', f'"columns": {canonical_json(list(COLUMNS))},',
-             '"documents": {']
+    lines = [
+        "{",
+        f'"chunker": {json.dumps(ref)},',
+        f'"config_hash": {json.dumps(cfg_hash)},',
+        f'"config": {canonical_json(dict(config))},',
+        f'"columns": {canonical_json(list(COLUMNS))},',
+        '"documents": {',
+    ]
     names = sorted(documents)
     for n, name in enumerate(names):
         records = documents[name]
@@ -129,7 +157,9 @@ def diff(expected: Mapping[str, list], actual: Mapping[str, list], limit: int = 
         new = [canonical_json(r) for r in actual[name]]
         lines = list(difflib.unified_diff(old, new, f"golden {name}", f"now {name}", n=0, lineterm=""))
         out.append(f"~ {name}: {len(old)} -> {len(new)} pieces")
-        out.extend(lines[:limit] + ([f"  ... {len(lines) - limit} more diff lines"] if len(lines) > limit else []))
+        out.extend(
+            lines[:limit] + ([f"  ... {len(lines) - limit} more diff lines"] if len(lines) > limit else [])
+        )
     if len(out) > total:
         out = out[:total] + [f"... {len(out) - total} more lines"]
     return "\n".join(out)

@@ -11,7 +11,9 @@ from collections.abc import Callable
 EMU_PER_INCH = 914400
 
 
-def png_bytes(color: tuple[int, int, int] = (200, 30, 30), size: tuple[int, int] = (8, 6), fmt: str = "PNG") -> bytes:
+def png_bytes(
+    color: tuple[int, int, int] = (200, 30, 30), size: tuple[int, int] = (8, 6), fmt: str = "PNG"
+) -> bytes:
     from PIL import Image
 
     buffer = io.BytesIO()

@@ -12,12 +12,101 @@ from dataclasses import dataclass, field
 
 # Helvetica advance widths (1/1000 em) for ASCII 32..126, declared in the font dict.
 _WIDTHS = [
-    278, 278, 355, 556, 556, 889, 667, 191, 333, 333, 389, 584, 278, 333, 278, 278,
-    556, 556, 556, 556, 556, 556, 556, 556, 556, 556, 278, 278, 584, 584, 584, 556,
-    1015, 667, 667, 722, 722, 667, 611, 778, 722, 278, 500, 667, 556, 833, 722, 778,
-    667, 778, 722, 667, 611, 722, 667, 944, 667, 667, 611, 278, 278, 278, 469, 556,
-    333, 556, 556, 500, 556, 556, 278, 556, 556, 222, 222, 500, 222, 833, 556, 556,
-    556, 556, 333, 500, 278, 556, 500, 722, 500, 500, 500, 334, 260, 334, 584,
+    278,
+    278,
+    355,
+    556,
+    556,
+    889,
+    667,
+    191,
+    333,
+    333,
+    389,
+    584,
+    278,
+    333,
+    278,
+    278,
+    556,
+    556,
+    556,
+    556,
+    556,
+    556,
+    556,
+    556,
+    556,
+    556,
+    278,
+    278,
+    584,
+    584,
+    584,
+    556,
+    1015,
+    667,
+    667,
+    722,
+    722,
+    667,
+    611,
+    778,
+    722,
+    278,
+    500,
+    667,
+    556,
+    833,
+    722,
+    778,
+    667,
+    778,
+    722,
+    667,
+    611,
+    722,
+    667,
+    944,
+    667,
+    667,
+    611,
+    278,
+    278,
+    278,
+    469,
+    556,
+    333,
+    556,
+    556,
+    500,
+    556,
+    556,
+    278,
+    556,
+    556,
+    222,
+    222,
+    500,
+    222,
+    833,
+    556,
+    556,
+    556,
+    556,
+    333,
+    500,
+    278,
+    556,
+    500,
+    722,
+    500,
+    500,
+    500,
+    334,
+    260,
+    334,
+    584,
 ]
 
 
@@ -85,7 +174,9 @@ class Page:
                     self.line(x, ys[r], x, ys[r + 1], width)
         return self
 
-    def image(self, x: float, y: float, w: float, h: float, px_w: int, px_h: int, data: bytes, gray: bool = True) -> Page:
+    def image(
+        self, x: float, y: float, w: float, h: float, px_w: int, px_h: int, data: bytes, gray: bool = True
+    ) -> Page:
         """A raster image (8-bit gray or RGB samples) drawn at (x, y) with size w x h."""
         self.images.append((px_w, px_h, data, "/DeviceGray" if gray else "/DeviceRGB"))
         self.ops.append(f"q {w:g} 0 0 {h:g} {x:g} {y:g} cm /Im{len(self.images)} Do Q")
@@ -144,7 +235,8 @@ class PdfWriter:
             kids.append(
                 add(
                     (
-                        f"<< /Type /Page /Parent {pages_id} 0 R /MediaBox [0 0 {page.width:g} {page.height:g}]"
+                        f"<< /Type /Page /Parent {pages_id} 0 R "
+                        f"/MediaBox [0 0 {page.width:g} {page.height:g}]"
                         f"{extra} /Resources << {resources} >> /Contents {content} 0 R >>"
                     ).encode()
                 )
@@ -163,7 +255,8 @@ class PdfWriter:
         out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
         for offset in offsets:
             out += f"{offset:010d} 00000 n \n".encode()
-        out += f"trailer\n<< /Size {len(objects) + 1} /Root {catalog} 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+        out += f"trailer\n<< /Size {len(objects) + 1} /Root {catalog} 0 R >>\n".encode()
+        out += f"startxref\n{xref}\n%%EOF\n".encode()
         return bytes(out)
 
 

@@ -11,9 +11,9 @@ import sys
 
 from dagster import DagsterInstance, execute_job, reconstructable
 
+from ingest_pipeline.commands.ingest import QUIET
 from ingest_pipeline.definitions import INGEST_JOB, build_definitions
 from ingest_pipeline.resources import resources_for
-from ingest_pipeline.commands.ingest import QUIET
 from ingest_pipeline.sensors.batches import range_tags
 from ingest_pipeline.settings import load_settings
 
@@ -28,14 +28,26 @@ def main(data: str, first: str, last: str, executor: str = "in_process") -> int:
     if executor == "multiprocess":
         os.environ["INGEST_DATA"] = data
         os.environ["INGEST_EXECUTOR"] = "multiprocess"  # the job's executor (settings.executor)
-        result = execute_job(reconstructable(ingest_job), instance=instance, tags=range_tags(first, last),
-                             run_config={**QUIET, "execution": {"config": {"max_concurrent": 2}}},
-                             raise_on_error=False)
+        result = execute_job(
+            reconstructable(ingest_job),
+            instance=instance,
+            tags=range_tags(first, last),
+            run_config={**QUIET, "execution": {"config": {"max_concurrent": 2}}},
+            raise_on_error=False,
+        )
     else:
         settings = load_settings(data)
-        result = build_definitions(settings).resolve_job_def(INGEST_JOB).execute_in_process(
-            instance=instance, tags=range_tags(first, last), resources=resources_for(settings),
-            run_config=QUIET, raise_on_error=False)
+        result = (
+            build_definitions(settings)
+            .resolve_job_def(INGEST_JOB)
+            .execute_in_process(
+                instance=instance,
+                tags=range_tags(first, last),
+                resources=resources_for(settings),
+                run_config=QUIET,
+                raise_on_error=False,
+            )
+        )
     print(result.run_id)
     return 0 if result.success else 1
 

@@ -53,19 +53,31 @@ class Postgres:
     _pg_ctl: str
 
     def env(self) -> dict[str, str]:
-        return {"DAGSTER_PG_HOST": self.host, "DAGSTER_PG_PORT": str(self.port), "DAGSTER_PG_USER": self.user,
-                "DAGSTER_PG_PASSWORD": self.password, "DAGSTER_PG_DB": self.database}
+        return {
+            "DAGSTER_PG_HOST": self.host,
+            "DAGSTER_PG_PORT": str(self.port),
+            "DAGSTER_PG_USER": self.user,
+            "DAGSTER_PG_PASSWORD": self.password,
+            "DAGSTER_PG_DB": self.database,
+        }
 
     def dump(self) -> bytes:
         """Every row of the instance database as text (for looking for leaked secrets)."""
         pg_dump = _pg_tool("pg_dump")
         env = {**os.environ, "PGPASSWORD": self.password}
-        return subprocess.run([pg_dump, "-h", self.host, "-p", str(self.port), "-U", self.user, "--data-only",
-                               self.database], env=env, check=True, capture_output=True).stdout
+        return subprocess.run(
+            [pg_dump, "-h", self.host, "-p", str(self.port), "-U", self.user, "--data-only", self.database],
+            env=env,
+            check=True,
+            capture_output=True,
+        ).stdout
 
     def stop(self) -> None:
-        subprocess.run([*self._as_user, self._pg_ctl, "-D", str(self.folder / "db"), "-m", "fast", "stop"],
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            [*self._as_user, self._pg_ctl, "-D", str(self.folder / "db"), "-m", "fast", "stop"],
+            capture_output=True,
+            timeout=60,
+        )
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -89,13 +101,45 @@ def start_postgres(password: str) -> Postgres:
     if as_user:
         os.chown(pwfile, pwd.getpwnam("postgres").pw_uid, -1)
     pwfile.chmod(0o600)
-    subprocess.run([*as_user, initdb, "-D", str(folder / "db"), "-U", "dagster", f"--pwfile={pwfile}",
-                    "--auth=scram-sha-256", "-E", "UTF8"], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            *as_user,
+            initdb,
+            "-D",
+            str(folder / "db"),
+            "-U",
+            "dagster",
+            f"--pwfile={pwfile}",
+            "--auth=scram-sha-256",
+            "-E",
+            "UTF8",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     pwfile.unlink()
     port = free_port()
     log = folder / "server.log"
-    subprocess.run([*as_user, pg_ctl, "-D", str(folder / "db"), "-l", str(log), "-w", "-t", "60", "-o",
-                    f"-h 127.0.0.1 -p {port} -k {folder}", "start"], check=True, capture_output=True, timeout=90)
+    subprocess.run(
+        [
+            *as_user,
+            pg_ctl,
+            "-D",
+            str(folder / "db"),
+            "-l",
+            str(log),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-h 127.0.0.1 -p {port} -k {folder}",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=90,
+    )
     server = Postgres("127.0.0.1", port, "dagster", password, "postgres", folder, log, as_user, pg_ctl)
     return server
 
@@ -120,8 +164,9 @@ def start_s3(tmp: Path) -> S3Server:
         missing("moto's standalone server is not installed (pip install 'moto[server]', in the dev extra)")
     port = free_port()
     log = tmp / "moto.log"
-    process = subprocess.Popen([str(binary), "-H", "127.0.0.1", "-p", str(port)], stdout=log.open("wb"),
-                               stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [str(binary), "-H", "127.0.0.1", "-p", str(port)], stdout=log.open("wb"), stderr=subprocess.STDOUT
+    )
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

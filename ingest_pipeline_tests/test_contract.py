@@ -18,15 +18,18 @@ def test_validate_bbox_accepts_normalized_boxes_and_returns_floats():
     assert validate_bbox([0, 0.25, 1, 0.5]) == (0.0, 0.25, 1.0, 0.5)
 
 
-@pytest.mark.parametrize("box", [
-    (0.5, 0.1, 0.4, 0.2),  # x0 > x1
-    (0.1, 0.2, 0.3, 0.2),  # zero height
-    (-0.01, 0, 0.5, 0.5),
-    (0, 0, 1.01, 0.5),
-    (0, 0, float("nan"), 1),
-    (0, 0, 1),
-    "abcd",
-])
+@pytest.mark.parametrize(
+    "box",
+    [
+        (0.5, 0.1, 0.4, 0.2),  # x0 > x1
+        (0.1, 0.2, 0.3, 0.2),  # zero height
+        (-0.01, 0, 0.5, 0.5),
+        (0, 0, 1.01, 0.5),
+        (0, 0, float("nan"), 1),
+        (0, 0, 1),
+        "abcd",
+    ],
+)
 def test_validate_bbox_refuses_bad_boxes(box):
     with pytest.raises(ContractError):
         validate_bbox(box)
@@ -83,9 +86,19 @@ def test_located_line_normalizes_by_its_own_space():
 
 
 def test_layout_round_trips_through_json():
-    layout = Layout(role="table", table=TableLayout(rows=2, cols=2, header_rows=1, cells=(
-        TableCell(0, 0, "Item", header=True, col_span=2, bbox=(0.1, 0.1, 0.9, 0.2)),
-        TableCell(1, 0, "Widget"), TableCell(1, 1, "100.00"))))
+    layout = Layout(
+        role="table",
+        table=TableLayout(
+            rows=2,
+            cols=2,
+            header_rows=1,
+            cells=(
+                TableCell(0, 0, "Item", header=True, col_span=2, bbox=(0.1, 0.1, 0.9, 0.2)),
+                TableCell(1, 0, "Widget"),
+                TableCell(1, 1, "100.00"),
+            ),
+        ),
+    )
     assert Layout.from_json(layout.to_json()) == layout
 
 

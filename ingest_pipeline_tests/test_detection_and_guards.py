@@ -38,14 +38,18 @@ def _docx_with(document_xml: bytes) -> bytes:
     return rewrite_zip(save_docx(doc), lambda n, d: (n, document_xml if n == "word/document.xml" else d))
 
 
-BOMB_BODY = (b'<!DOCTYPE w:document [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
-             b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
-             b'<w:p><w:r><w:t>&b;</w:t></w:r></w:p></w:body></w:document>')
+BOMB_BODY = (
+    b'<!DOCTYPE w:document [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+    b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
+    b"<w:p><w:r><w:t>&b;</w:t></w:r></w:p></w:body></w:document>"
+)
 
 
-EXTERNAL_DTD = (b'<!DOCTYPE w:document SYSTEM "http://example.invalid/a.dtd">'
-                b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
-                b'<w:p><w:r><w:t>x</w:t></w:r></w:p></w:body></w:document>')
+EXTERNAL_DTD = (
+    b'<!DOCTYPE w:document SYSTEM "http://example.invalid/a.dtd">'
+    b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
+    b"<w:p><w:r><w:t>x</w:t></w:r></w:p></w:body></w:document>"
+)
 
 
 @pytest.mark.parametrize("padding,body", [(300 * 1024, BOMB_BODY), (64 * 1024 - 50, EXTERNAL_DTD)])

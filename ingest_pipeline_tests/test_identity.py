@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 
-from ingest_pipeline.storage.catalog import query
+from ingest_pipeline.commands.ingest import ingest
 from ingest_pipeline.contract import validate_bbox
 from ingest_pipeline.registry import ChunkerRegistry
-from ingest_pipeline.commands.ingest import ingest
+from ingest_pipeline.storage.catalog import query
 from ingest_pipeline_tests.conftest import CORPUS, pdf_bytes, requires_corpus, write
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
 
@@ -24,11 +24,17 @@ def state(data_dir):
     pipeline = fresh_pipeline(data_dir)  # a new process would read the environment anew
     report = ingest(pipeline)
     assert not report.failed, report.failed
-    chunks = query(pipeline.lake, "SELECT path, page, chunker, config_hash, bbox, meta, chunk_id, "
-                                  "image IS NOT NULL AS is_image FROM chunks WHERE profile = 'default' "
-                                  "ORDER BY path, page, \"index\"").to_pylist()
-    pages = query(pipeline.lake, "SELECT s.path, p.page, p.reader, p.status, p.reader_config, p.run_id FROM pages p "
-                                 "JOIN sources s USING (document_id) ORDER BY s.path, p.page").to_pylist()
+    chunks = query(
+        pipeline.lake,
+        "SELECT path, page, chunker, config_hash, bbox, meta, chunk_id, "
+        "image IS NOT NULL AS is_image FROM chunks WHERE profile = 'default' "
+        'ORDER BY path, page, "index"',
+    ).to_pylist()
+    pages = query(
+        pipeline.lake,
+        "SELECT s.path, p.page, p.reader, p.status, p.reader_config, p.run_id FROM pages p "
+        "JOIN sources s USING (document_id) ORDER BY s.path, p.page",
+    ).to_pylist()
     by = {}
     for name in ("scan.pdf", "text.pdf"):
         by[name] = ([c for c in chunks if c["path"] == name], [p for p in pages if p["path"] == name])
@@ -69,7 +75,8 @@ def test_ocr_and_both_resolutions_change_the_identity_of_exactly_what_they_chang
     assert registry_hash("pdf@1") != pdf1_default
     assert {c["config_hash"] for c in two["text.pdf"][0]} == {registry_hash("pdf@1")}
     assert [p["run_id"] for p in scan_pages + two["text.pdf"][1]] == [
-        p["run_id"] for p in one["scan.pdf"][1] + one["text.pdf"][1]]  # pages untouched
+        p["run_id"] for p in one["scan.pdf"][1] + one["text.pdf"][1]
+    ]  # pages untouched
 
     # 3. OCR on: the scan is re-read by OCR and cut by lines@1, with boxes, in the default
     # identity; the born-digital PDF is not re-read
@@ -117,5 +124,7 @@ def test_a_chunk_id_is_the_hash_of_the_canonical_json_of_its_six_parts_whatever_
         for page, index in ((1, 0), (300, 17), (True, 0)):
             digest = hashlib.sha256("text ü".encode()).hexdigest()
             payload = canonical_json([document, "pdf@4", "abcd", page, index, digest])
-            assert chunk_id(document, "pdf@4", "abcd", page, index, "text ü") == \
-                hashlib.sha256(payload.encode()).hexdigest()[:32]
+            assert (
+                chunk_id(document, "pdf@4", "abcd", page, index, "text ü")
+                == hashlib.sha256(payload.encode()).hexdigest()[:32]
+            )

@@ -1,9 +1,16 @@
 """Profiles through Dagster: a named opt-in version leads, the default order stays behind."""
 
-from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.settings import load_settings
+from ingest_pipeline.storage.catalog import query
 from ingest_pipeline_tests.conftest import write
-from ingest_pipeline_tests.dagster_helpers import total, fresh_pipeline, materializations, register, run_batch, temporary_instance
+from ingest_pipeline_tests.dagster_helpers import (
+    fresh_pipeline,
+    materializations,
+    register,
+    run_batch,
+    temporary_instance,
+    total,
+)
 from ingest_pipeline_tests.pdf_writer import PdfWriter, gray_image
 
 
@@ -27,8 +34,11 @@ def test_named_pdf2_cuts_the_readable_page_and_pdf1_still_renders_the_scan(data_
     instance = temporary_instance(data_dir)
     result = run_batch(pipeline, instance, register(pipeline, instance))
     assert result.success
-    rows = query(pipeline.lake, "select profile, page, chunker, text, image is not null as is_image "
-                                "from chunks order by profile, page, \"index\"").to_pylist()
+    rows = query(
+        pipeline.lake,
+        "select profile, page, chunker, text, image is not null as is_image "
+        'from chunks order by profile, page, "index"',
+    ).to_pylist()
     layout = [(r["page"], r["chunker"], r["is_image"]) for r in rows if r["profile"] == "layout"]
     assert layout == [(1, "pdf@2", False), (1, "pdf@2", False), (2, "pdf@1", True)]
     default = [r for r in rows if r["profile"] == "default"]
@@ -43,11 +53,15 @@ def test_only_indexed_profiles_get_embeddings_lancedb_and_search(data_dir, capsy
     from ingest_pipeline.commands.cli import main
     from ingest_pipeline.definitions import build_definitions
 
-    write(data_dir / "ingest_pipeline.toml", '[profiles.layout]\nchunkers = ["pdf@2"]\n'
-                                             '[profiles.wide]\nchunkers = ["pdf@3"]\nindexed = true\n')
+    write(
+        data_dir / "ingest_pipeline.toml",
+        '[profiles.layout]\nchunkers = ["pdf@2"]\n[profiles.wide]\nchunkers = ["pdf@3"]\nindexed = true\n',
+    )
     settings = load_settings(data_dir)
     assert [p.name for p in settings.indexed_profiles] == ["retrieval", "wide"]
-    keys = {k.to_user_string() for k in build_definitions(settings).resolve_asset_graph().get_all_asset_keys()}
+    keys = {
+        k.to_user_string() for k in build_definitions(settings).resolve_asset_graph().get_all_asset_keys()
+    }
     for profile in ("default", "layout"):
         assert f"chunk_map_{profile}" in keys
         assert not {f"embeddings_{profile}", f"lancedb_{profile}", f"retrieval_eval_{profile}"} & keys

@@ -3,8 +3,8 @@ import pytest
 from ingest_pipeline.chunkers.page import PageChunker
 from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.identity import config_hash
-from ingest_pipeline.stages.merge import Claim, merge_claims
 from ingest_pipeline.registry import ChunkerRegistry, RegistryError, parse_ref
+from ingest_pipeline.stages.merge import Claim, merge_claims
 from ingest_pipeline_tests.chunker_doubles import (
     THIRD_PARTY_SOURCE,
     FixedChunker,
@@ -65,16 +65,20 @@ def test_default_order_is_third_party_then_builtin_then_fallback():  # T-B6
 
 def _chunk_ids(registry: ChunkerRegistry, pages) -> list[tuple[str, str, str]]:
     """(label, chunk id, chunker) of the chunk map the registry's default order gives."""
-    claims = [Claim(f"{c.id}@{c.version}", registry.info(c).config_hash, c.chunk(b"", "text/plain", pages))
-              for c in registry.default_order()]
+    claims = [
+        Claim(f"{c.id}@{c.version}", registry.info(c).config_hash, c.chunk(b"", "text/plain", pages))
+        for c in registry.default_order()
+    ]
     return [(m.label, m.chunk_id, m.chunker) for m in merge_claims("doc-1", pages, claims).chunks]
 
 
 def test_installing_a_chunker_changes_the_advertised_list_only():  # T-B7
     from ingest_pipeline.assets.chunks import build_chunk_assets
 
-    pages = (PageOutput(page=1, status="read", reader="t", text="alpha " * 30),
-             PageOutput(page=2, status="read", reader="t", text="beta " * 30))
+    pages = (
+        PageOutput(page=1, status="read", reader="t", text="alpha " * 30),
+        PageOutput(page=2, status="read", reader="t", text="beta " * 30),
+    )
     before = ChunkerRegistry()
     before.register(PageChunker())
     before.register(SizedChunker(), source="entry point sized")
@@ -87,8 +91,7 @@ def test_installing_a_chunker_changes_the_advertised_list_only():  # T-B7
     assert [i.ref for i in after.infos()] == ["extra@1", "sized@1", "page@1"]
     assert {i.ref for i in after.infos()} - {i.ref for i in before.infos()} == {"extra@1"}
     # the plan: the assets the old versions had keep their keys and code versions
-    plan = {a.key: a.code_versions_by_key[a.key]
-            for a in build_chunk_assets(before)}
+    plan = {a.key: a.code_versions_by_key[a.key] for a in build_chunk_assets(before)}
     plan_after = {a.key: a.code_versions_by_key[a.key] for a in build_chunk_assets(after)}
     assert len(plan_after) == len(plan) + 1
     assert {k: v for k, v in plan_after.items() if k in plan} == plan
@@ -128,8 +131,9 @@ def test_builtin_chunkers_come_from_the_entry_point_group():
 
 
 def test_a_third_party_distribution_adds_a_chunker_by_installing_itself(tmp_path, monkeypatch):
-    site = install_distribution(tmp_path / "site", "acme_shout", THIRD_PARTY_SOURCE,
-                                {"shout": "acme_shout:ShoutChunker"})
+    site = install_distribution(
+        tmp_path / "site", "acme_shout", THIRD_PARTY_SOURCE, {"shout": "acme_shout:ShoutChunker"}
+    )
     monkeypatch.syspath_prepend(str(site))
     registry = ChunkerRegistry.discover()
     assert "shout@1" in registry

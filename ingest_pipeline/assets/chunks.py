@@ -1,6 +1,5 @@
 """One asset per installed chunker version: ``chunks/<id>_v<version>``."""
 
-
 import time
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -16,7 +15,6 @@ from dagster import (
 )
 
 from ingest_pipeline import stages
-from ingest_pipeline.stages.claims import claim_detail, claim_findings
 from ingest_pipeline.assets.common import (
     BATCH_POLICY,
     LEADS,
@@ -35,8 +33,13 @@ from ingest_pipeline.assets.sources import pages
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry, chunker_config
 from ingest_pipeline.resources import (
-    ChunkersResource, EmbedderResource, IngestResource, ParseWorkerResource, StoreResource,
+    ChunkersResource,
+    EmbedderResource,
+    IngestResource,
+    ParseWorkerResource,
+    StoreResource,
 )
+from ingest_pipeline.stages.claims import claim_detail, claim_findings
 
 _SCALARS = {"integer": int, "number": float, "boolean": bool, "string": str}
 
@@ -58,15 +61,22 @@ def config_schema_for(chunker: Any) -> dict[str, Field]:
         kind = prop.get("type")
         value = current.get(name)
         if kind in _SCALARS:
-            fields[name] = Field(_SCALARS[kind], default_value=value, is_required=False,
-                                 description=prop.get("description"))
+            fields[name] = Field(
+                _SCALARS[kind], default_value=value, is_required=False, description=prop.get("description")
+            )
         elif kind == "array" and prop.get("items", {}).get("type") == "string":
-            fields[name] = Field([str], default_value=sorted(value or []), is_required=False,
-                                 description=prop.get("description"))
+            fields[name] = Field(
+                [str],
+                default_value=sorted(value or []),
+                is_required=False,
+                description=prop.get("description"),
+            )
     return fields
 
 
-def build_chunk_asset(registry: ChunkerRegistry, chunker: Any, served: bool = False, leads: Sequence[str] = ()):
+def build_chunk_asset(
+    registry: ChunkerRegistry, chunker: Any, served: bool = False, leads: Sequence[str] = ()
+):
     """The version's asset; ``served``: an indexed profile uses it; ``leads``: the indexed
     profiles it leads for its formats, whose texts it hands to the model as it goes."""
     info = registry.info(chunker)
@@ -86,16 +96,31 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any, served: bool = Fa
         code_version=f"{info.version}:{info.config_hash}",
         description=description,
         config_schema=config_schema_for(chunker),
-        check_specs=[AssetCheckSpec(name, asset=key, description=check_descriptions.get(name) or
-                                    f"{info.ref}'s own check '{name}' over the claims it cut")
-                     for name in check_names],
-        metadata={"chunker": info.ref, "default": info.default, "media_types": list(info.media_types or ["*"])},
+        check_specs=[
+            AssetCheckSpec(
+                name,
+                asset=key,
+                description=check_descriptions.get(name)
+                or f"{info.ref}'s own check '{name}' over the claims it cut",
+            )
+            for name in check_names
+        ],
+        metadata={
+            "chunker": info.ref,
+            "default": info.default,
+            "media_types": list(info.media_types or ["*"]),
+        },
         tags={"chunker": info.asset_name},
         op_tags=served_first(LEADS if leads else SERVED if served else 0),
     )
-    def _chunks(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
-                chunkers: ChunkersResource, parse: ParseWorkerResource,
-                embedder: EmbedderResource) -> MaterializeResult:
+    def _chunks(
+        context: AssetExecutionContext,
+        ingest: IngestResource,
+        store: StoreResource,
+        chunkers: ChunkersResource,
+        parse: ParseWorkerResource,
+        embedder: EmbedderResource,
+    ) -> MaterializeResult:
         settings, st, worker = ingest.settings(), store.store(), parse.worker()
         active, active_info = chunker, info
         overrides = dict(context.op_config or {})
@@ -107,22 +132,42 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any, served: bool = Fa
         # the indexed profiles this version leads whose chunk map and embeddings steps run in
         # this process: each document's texts go to the model as soon as its claims are written
         # (the chunk map then says which of them it holds)
-        ahead = [p for p in settings.indexed_profiles
-                 if p.name in leads and all(runs_step_here(context, settings, key)
-                                            for key in (chunk_map_key(p.name), embeddings_key(p.name)))]
+        ahead = [
+            p
+            for p in settings.indexed_profiles
+            if p.name in leads
+            and all(
+                runs_step_here(context, settings, key)
+                for key in (chunk_map_key(p.name), embeddings_key(p.name))
+            )
+        ]
         handed = {p.name: 0 for p in ahead}
 
         def chunk(doc: str):
-            outcome = stages.guarded(st, f"chunks/{active_info.ref}", doc, context.run_id,
-                                     stages.run_chunker, settings, st, active, active_info, doc, context.run_id,
-                                     worker, force=forced(context, ingest), keep_pieces=bool(ahead))
+            outcome = stages.guarded(
+                st,
+                f"chunks/{active_info.ref}",
+                doc,
+                context.run_id,
+                stages.run_chunker,
+                settings,
+                st,
+                active,
+                active_info,
+                doc,
+                context.run_id,
+                worker,
+                force=forced(context, ingest),
+                keep_pieces=bool(ahead),
+            )
             pieces = outcome.kept.pop("pieces", None)
             if pieces and outcome.status == "new":
                 for profile in ahead:
                     try:
                         texts = stages.texts_ahead(profile, embedder, outcome.kept["path"], pieces)
-                        handed[profile.name] += stages.EmbeddingPrefetch.feed(st, embedder, profile.name, texts,
-                                                                              context.run_id)
+                        handed[profile.name] += stages.EmbeddingPrefetch.feed(
+                            st, embedder, profile.name, texts, context.run_id
+                        )
                     except Exception as exc:  # noqa: BLE001 - the embeddings step embeds them anyway
                         context.log.warning(f"{doc}: its texts could not go to the model ahead ({exc})")
             return outcome
@@ -133,31 +178,50 @@ def build_chunk_asset(registry: ChunkerRegistry, chunker: Any, served: bool = Fa
         outcomes = for_each_document(context, order, chunk)
         for name, count in handed.items():
             if count:
-                context.log.info(f"Handed {count} texts of profile '{name}' to the model as the documents' "
-                                 f"claims were written; it embeds them while the run goes on")
+                context.log.info(
+                    f"Handed {count} texts of profile '{name}' to the model as the documents' "
+                    f"claims were written; it embeds them while the run goes on"
+                )
         written = {o.document: o.kept["meta"] for o in outcomes if "meta" in o.kept}  # not read back
-        metas = {doc: written[doc] if doc in written else st.claim_meta(active_info.asset_name, doc) or {}
-                 for doc in keys}
-        report_partitions(context, outcomes, started, lambda o: claim_detail(
-            metas.get(o.document, {}), active_info, failed=o.status == "failed"))
+        metas = {
+            doc: written[doc] if doc in written else st.claim_meta(active_info.asset_name, doc) or {}
+            for doc in keys
+        }
+        report_partitions(
+            context,
+            outcomes,
+            started,
+            lambda o: claim_detail(metas.get(o.document, {}), active_info, failed=o.status == "failed"),
+        )
         return MaterializeResult(check_results=[check_result(f) for f in claim_findings(metas, check_names)])
 
     return _chunks
 
 
-def build_chunk_assets(registry: ChunkerRegistry, served: AbstractSet[str] = frozenset(),
-                       leads: Mapping[str, Sequence[str]] | None = None) -> list:
+def build_chunk_assets(
+    registry: ChunkerRegistry,
+    served: AbstractSet[str] = frozenset(),
+    leads: Mapping[str, Sequence[str]] | None = None,
+) -> list:
     """A chunk asset per installed version; ``served``: the asset names of the versions an
     indexed profile uses, whose steps a run takes first (``served_first``); ``leads``: per
     asset name, the indexed profiles the version leads for its formats (it goes first of all)."""
     leads = leads or {}
-    return [build_chunk_asset(registry, c, registry.info(c).asset_name in served,
-                              tuple(leads.get(registry.info(c).asset_name, ()))) for c in registry.all()]
+    return [
+        build_chunk_asset(
+            registry,
+            c,
+            registry.info(c).asset_name in served,
+            tuple(leads.get(registry.info(c).asset_name, ())),
+        )
+        for c in registry.all()
+    ]
 
 
 def _shortest_first(store, keys: list[str]) -> list[str]:
     """The documents by their page count (as their pages step read them), fewest first;
     ties (and documents without pages yet) keep their order."""
+
     def pages(doc: str) -> int:
         return int(((store.pages_meta(doc) or {}).get("summary") or {}).get("pages") or 0)
 

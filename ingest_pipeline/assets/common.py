@@ -7,7 +7,6 @@ pictures therefore go through ``context.add_asset_metadata(..., partition_key=..
 attaches metadata to that partition's materialization event only.
 """
 
-
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -60,7 +59,7 @@ def lead_versions(registry, profile) -> set[str]:
     named before them reads any of their media types (a version without media types reads
     them all)."""
     leads, taken, everything = set(), set(), False
-    for chunker in registry.order_for(profile.chunkers)[:len(dict.fromkeys(profile.chunkers))]:
+    for chunker in registry.order_for(profile.chunkers)[: len(dict.fromkeys(profile.chunkers))]:
         info = registry.info(chunker)
         media = set(info.media_types or ())
         if everything or (media & taken) or (not media and taken):
@@ -81,8 +80,11 @@ def runs_step_here(context: AssetExecutionContext, settings: Settings, key: Asse
     whatever the setting) and the run selects the asset."""
     in_process = settings.executor == "in_process" or context.run.tags.get(IN_PROCESS_TAG) == "true"
     selection = context.run.asset_selection  # empty or None: the whole job
-    return (in_process and key in context.job_def.asset_layer.selected_asset_keys
-            and (not selection or key in selection))
+    return (
+        in_process
+        and key in context.job_def.asset_layer.selected_asset_keys
+        and (not selection or key in selection)
+    )
 
 
 def chunk_map_key(profile: str) -> AssetKey:
@@ -111,8 +113,9 @@ def forced(context: AssetExecutionContext, ingest) -> bool:
     return tagged or bool(getattr(ingest, "force", False))
 
 
-def document_keys(context: AssetExecutionContext, settings: Settings, store: Store,
-                  register: bool = False) -> list[str]:
+def document_keys(
+    context: AssetExecutionContext, settings: Settings, store: Store, register: bool = False
+) -> list[str]:
     """The documents a run works on: its partition keys, a shard key (shard mode) standing
     for the documents of its manifest. ``register`` writes their inventory rows first."""
     from ingest_pipeline.documents import DocumentEntry
@@ -197,7 +200,9 @@ def outcome_metadata(outcome: Outcome, extra: Mapping[str, Any] | None = None) -
 
 
 def report_partitions(
-    context: AssetExecutionContext, outcomes: Sequence[Outcome], started: float,
+    context: AssetExecutionContext,
+    outcomes: Sequence[Outcome],
+    started: float,
     extra: Callable[[Outcome], Mapping[str, Any]] | None = None,
 ) -> None:
     """Attach each document's own metadata to its own partition's materialization (in shard
@@ -209,26 +214,37 @@ def report_partitions(
         for outcome in outcomes:
             by_shard.setdefault(shard_of.get(outcome.document, outcome.document), []).append(outcome)
         for shard, members in by_shard.items():
-            metadata: dict[str, Any] = {"documents": MetadataValue.int(len(members)),
-                                        "run_seconds": MetadataValue.float(seconds)}
+            metadata: dict[str, Any] = {
+                "documents": MetadataValue.int(len(members)),
+                "run_seconds": MetadataValue.float(seconds),
+            }
             for status in sorted({o.status for o in members}):
                 metadata[f"documents_{status}"] = MetadataValue.int(sum(o.status == status for o in members))
             metadata["per_document"] = findings_table(
-                [{"document": o.document, "status": o.status, "reason": o.detail.get("reason", "")}
-                 for o in members])
+                [
+                    {"document": o.document, "status": o.status, "reason": o.detail.get("reason", "")}
+                    for o in members
+                ]
+            )
             context.add_asset_metadata(metadata, partition_key=shard)
         return
-    for outcome in outcomes:  # the run's own figures (documents, seconds) are the run page's, not repeated here
-        context.add_asset_metadata(outcome_metadata(outcome, extra(outcome) if extra else None),
-                                   partition_key=outcome.document)
+    for (
+        outcome
+    ) in outcomes:  # the run's own figures (documents, seconds) are the run page's, not repeated here
+        context.add_asset_metadata(
+            outcome_metadata(outcome, extra(outcome) if extra else None), partition_key=outcome.document
+        )
 
 
 def check_result(finding: Finding) -> AssetCheckResult:
     """A stage's finding as the asset check result the UI shows."""
     return AssetCheckResult(
-        check_name=finding.check, passed=finding.passed,
+        check_name=finding.check,
+        passed=finding.passed,
         severity=AssetCheckSeverity.WARN if finding.warn else AssetCheckSeverity.ERROR,
-        description=finding.description, metadata={finding.table: findings_table(finding.rows), **finding.counts})
+        description=finding.description,
+        metadata={finding.table: findings_table(finding.rows), **finding.counts},
+    )
 
 
 def findings_table(rows: Sequence[Mapping[str, Any]], limit: int = 50) -> MetadataValue:
@@ -238,8 +254,11 @@ def findings_table(rows: Sequence[Mapping[str, Any]], limit: int = 50) -> Metada
     columns = list(dict.fromkeys(k for row in rows for k in row))
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows[:limit]:
-        lines.append("| " + " | ".join(str(row.get(c, "")).replace("|", "/").replace("\n", " ")[:160]
-                                       for c in columns) + " |")
+        lines.append(
+            "| "
+            + " | ".join(str(row.get(c, "")).replace("|", "/").replace("\n", " ")[:160] for c in columns)
+            + " |"
+        )
     if len(rows) > limit:
         lines.append(f"\n{len(rows) - limit} more not shown")
     return MetadataValue.md("\n".join(lines))
@@ -250,7 +269,10 @@ def preview_markdown(rows: Sequence[dict], limit: int = 5) -> MetadataValue:
     for row in rows[:limit]:
         text = (row.get("text") or "[image]").replace("\n", " ").replace("|", "/")[:120]
         bbox = row.get("bbox")
-        box = (f"{bbox['x0']:.3f},{bbox['y0']:.3f},{bbox['x1']:.3f},{bbox['y1']:.3f}" if bbox
-               else row.get("bbox_reason"))
+        box = (
+            f"{bbox['x0']:.3f},{bbox['y0']:.3f},{bbox['x1']:.3f},{bbox['y1']:.3f}"
+            if bbox
+            else row.get("bbox_reason")
+        )
         lines.append(f"| {row.get('label')} | {row.get('chunker')} | {box} | {text} |")
     return MetadataValue.md("\n".join(lines))

@@ -19,24 +19,34 @@ def build_eval_asset(profile: Profile):
         group_name="quality",
         kinds={"lancedb"},
         description=f"Recall@k and MRR@10 of profile '{profile.name}' on a question set, with the chunk "
-                    f"map it measured upstream.",
+        f"map it measured upstream.",
     )
-    def _retrieval_eval(context: AssetExecutionContext, config: RetrievalEvalConfig,
-                        ingest: IngestResource, store: StoreResource, embedder: EmbedderResource,
-                        index: IndexResource) -> MaterializeResult:
+    def _retrieval_eval(
+        context: AssetExecutionContext,
+        config: RetrievalEvalConfig,
+        ingest: IngestResource,
+        store: StoreResource,
+        embedder: EmbedderResource,
+        index: IndexResource,
+    ) -> MaterializeResult:
         from ingest_pipeline.retrieval.evaluation import evaluate, question_set
 
         p = Parts({"ingest": ingest, "store": store, "embedder": embedder, "index": index})
         qs = question_set(config.questions, p.settings.data)
         (row,) = evaluate(p, qs, [profile.name], baselines=False, mode=config.mode)
         if row["chunks"] == 0:
-            raise RuntimeError(f"profile {profile.name} holds no chunk of the {qs.name} documents "
-                               f"({qs.documents}); ingest them first")
+            raise RuntimeError(
+                f"profile {profile.name} holds no chunk of the {qs.name} documents "
+                f"({qs.documents}); ingest them first"
+            )
         upstream = context.instance.get_latest_materialization_event(chunk_map_key(profile.name))
         metadata = {
-            "question_set": qs.name, "mode": config.mode, "questions": MetadataValue.int(row["questions"]),
+            "question_set": qs.name,
+            "mode": config.mode,
+            "questions": MetadataValue.int(row["questions"]),
             **{k: MetadataValue.float(row[k]) for k in ("recall@1", "recall@5", "recall@10", "mrr@10")},
-            "chunks": MetadataValue.int(row["chunks"]), "mean_tokens_per_chunk": MetadataValue.float(row["mean_tokens"]),
+            "chunks": MetadataValue.int(row["chunks"]),
+            "mean_tokens_per_chunk": MetadataValue.float(row["mean_tokens"]),
             "by_kind": MetadataValue.json(row["by_kind"]),
         }
         if upstream is not None:

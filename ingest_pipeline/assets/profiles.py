@@ -1,20 +1,24 @@
 """Per-profile assets: the merged chunk map, its embeddings and its LanceDB rows. Each calls
 its stage per document and turns the stage's outcomes and findings into metadata and checks."""
 
-
 import time
 
-from dagster import AssetCheckResult, AssetCheckSpec, AssetExecutionContext, MaterializeResult, MetadataValue, asset
-
-from ingest_pipeline.runtime import progress
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
 
 from ingest_pipeline import stages
 from ingest_pipeline.assets.chunks import chunk_asset_key
 from ingest_pipeline.assets.common import (
     BATCH_POLICY,
     SERVED,
-    chunk_map_key,
     check_result,
+    chunk_map_key,
     document_keys,
     embed_last,
     embeddings_key,
@@ -29,9 +33,21 @@ from ingest_pipeline.assets.common import (
 from ingest_pipeline.assets.sources import pages
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.registry import ChunkerRegistry
-from ingest_pipeline.resources import ChunkersResource, EmbedderResource, IndexResource, IngestResource, StoreResource
+from ingest_pipeline.resources import (
+    ChunkersResource,
+    EmbedderResource,
+    IndexResource,
+    IngestResource,
+    StoreResource,
+)
+from ingest_pipeline.runtime import progress
 from ingest_pipeline.settings import Profile
-from ingest_pipeline.stages.chunk_map import chunk_map_findings, chunk_row_findings, page_picture, page_text_finding
+from ingest_pipeline.stages.chunk_map import (
+    chunk_map_findings,
+    chunk_row_findings,
+    page_picture,
+    page_text_finding,
+)
 from ingest_pipeline.stages.index import index_findings
 
 CHUNK_MAP_CHECKS = {
@@ -40,49 +56,87 @@ CHUNK_MAP_CHECKS = {
     "no_empty_chunks": "No text chunk is empty or whitespace only.",
     "within_token_limit": "Every chunk fits the embedder's token limit, or is flagged as over it.",
     "page_text_covered": "Each read page's words appear in that page's chunks (95% floor; warns).",
-    "table_grid_consistent": "Every table chunk the model sees (after token splits) has one line per layout row "
-                             "and one field per column, cells inside the grid and apart.",
+    "table_grid_consistent": "Every table chunk the model sees (after token splits) has one line per "
+    "layout row and one field per column, cells inside the grid and apart.",
 }
 
 
-def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens: int, indexed: bool = True) -> list:
+def build_profile_assets(
+    registry: ChunkerRegistry, profile: Profile, max_tokens: int, indexed: bool = True
+) -> list:
     """The profile's chunk map, and for an indexed profile its embeddings and LanceDB rows."""
     order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
-    map_key, emb_key, lance_key = chunk_map_key(profile.name), embeddings_key(profile.name), lancedb_key(profile.name)
+    map_key, emb_key, lance_key = (
+        chunk_map_key(profile.name),
+        embeddings_key(profile.name),
+        lancedb_key(profile.name),
+    )
     refs = ", ".join(i.ref for i in order)
     group = f"profile_{profile.name}"
 
     @asset(
-        key=map_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name=group,
-        deps=[pages, *[chunk_asset_key(i) for i in order]], kinds={"parquet"},
-        code_version=f"{stages.STAGE_VERSIONS['chunk_map']}:{'+'.join(f'{i.ref}:{i.config_hash}' for i in order)}",
+        key=map_key,
+        partitions_def=documents_partitions,
+        backfill_policy=BATCH_POLICY,
+        group_name=group,
+        deps=[pages, *[chunk_asset_key(i) for i in order]],
+        kinds={"parquet"},
+        code_version=f"{stages.STAGE_VERSIONS['chunk_map']}:"
+        + "+".join(f"{i.ref}:{i.config_hash}" for i in order),
         description=f"Profile '{profile.name}': claims merged per page, first in order wins ({refs}).",
         metadata={"order": [i.ref for i in order], "profile": profile.name},
         check_specs=[AssetCheckSpec(n, asset=map_key, description=d) for n, d in CHUNK_MAP_CHECKS.items()],
         op_tags=served_first(SERVED if indexed else 0),
     )
-    def _chunk_map(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
-                   chunkers: ChunkersResource, embedder: EmbedderResource) -> MaterializeResult:
+    def _chunk_map(
+        context: AssetExecutionContext,
+        ingest: IngestResource,
+        store: StoreResource,
+        chunkers: ChunkersResource,
+        embedder: EmbedderResource,
+    ) -> MaterializeResult:
         settings, st, registry = ingest.settings(), store.store(), chunkers.registry()
         started = time.perf_counter()
         keys = document_keys(context, settings, st)
-        outcomes = for_each_document(context, keys, lambda doc: stages.guarded(
-            st, f"chunk_map/{profile.name}", doc, context.run_id, stages.build_chunk_map,
-            st, registry, profile, embedder, doc, context.run_id, force=forced(context, ingest)))
+        outcomes = for_each_document(
+            context,
+            keys,
+            lambda doc: stages.guarded(
+                st,
+                f"chunk_map/{profile.name}",
+                doc,
+                context.run_id,
+                stages.build_chunk_map,
+                st,
+                registry,
+                profile,
+                embedder,
+                doc,
+                context.run_id,
+                force=forced(context, ingest),
+            ),
+        )
         if indexed and runs_step_here(context, settings, emb_key):
             # the model starts on this profile's new texts while the run's other steps go on
-            ahead = stages.EmbeddingPrefetch.start(st, embedder, profile, keys, context.run_id,
-                                                   force=forced(context, ingest))
+            ahead = stages.EmbeddingPrefetch.start(
+                st, embedder, profile, keys, context.run_id, force=forced(context, ingest)
+            )
             if ahead:
-                context.log.info(f"Embedding {len(ahead.texts)} new texts of profile '{profile.name}' "
-                                 f"while the run's other steps go on; {emb_key.to_user_string()} takes them")
-        rows_by_doc, findings = chunk_map_findings(st, profile.name, keys, max_tokens,
-                                                   {o.document: o.kept for o in outcomes})
+                context.log.info(
+                    f"Embedding {len(ahead.texts)} new texts of profile '{profile.name}' "
+                    f"while the run's other steps go on; {emb_key.to_user_string()} takes them"
+                )
+        rows_by_doc, findings = chunk_map_findings(
+            st, profile.name, keys, max_tokens, {o.document: o.kept for o in outcomes}
+        )
 
         def own(outcome):
             rows = rows_by_doc.get(outcome.document, [])
-            extra = {"profile": profile.name, "chunks": len(rows),
-                     "chunkers_used": sorted({r["chunker"] for r in rows})}
+            extra = {
+                "profile": profile.name,
+                "chunks": len(rows),
+                "chunkers_used": sorted({r["chunker"] for r in rows}),
+            }
             if rows:
                 extra["preview"] = preview_markdown(rows)
                 picture = page_picture(st, settings.passwords, rows)
@@ -97,46 +151,96 @@ def build_profile_assets(registry: ChunkerRegistry, profile: Profile, max_tokens
         return [_chunk_map]
 
     @asset(
-        key=emb_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name=group,
-        deps=[map_key], kinds={"parquet"}, code_version=str(stages.STAGE_VERSIONS["embeddings"]),
+        key=emb_key,
+        partitions_def=documents_partitions,
+        backfill_policy=BATCH_POLICY,
+        group_name=group,
+        deps=[map_key],
+        kinds={"parquet"},
+        code_version=str(stages.STAGE_VERSIONS["embeddings"]),
         description=f"Profile '{profile.name}': a vector per text chunk, through the embedding cache.",
-        metadata={"profile": profile.name}, op_tags=embed_last(),
+        metadata={"profile": profile.name},
+        op_tags=embed_last(),
     )
-    def _embeddings(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
-                    embedder: EmbedderResource) -> MaterializeResult:
+    def _embeddings(
+        context: AssetExecutionContext,
+        ingest: IngestResource,
+        store: StoreResource,
+        embedder: EmbedderResource,
+    ) -> MaterializeResult:
         st = store.store()
         started = time.perf_counter()
         keys = document_keys(context, ingest.settings(), st)
         ahead = stages.EmbeddingPrefetch.take(context.run_id, profile.name)
-        outcomes = stages.embed_documents(st, embedder, profile, keys, context.run_id,
-                                          on_done=lambda o: progress.report(emb_key.to_user_string(), o),
-                                          force=forced(context, ingest), prefetched=ahead)
+        outcomes = stages.embed_documents(
+            st,
+            embedder,
+            profile,
+            keys,
+            context.run_id,
+            on_done=lambda o: progress.report(emb_key.to_user_string(), o),
+            force=forced(context, ingest),
+            prefetched=ahead,
+        )
         report_partitions(context, outcomes, started, lambda o: {"model": embedder.model_id})
         return MaterializeResult()
 
     @asset(
-        key=lance_key, partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name=group,
-        deps=[emb_key], kinds={"lancedb"}, pool="lancedb", code_version=str(stages.STAGE_VERSIONS["lancedb"]),
+        key=lance_key,
+        partitions_def=documents_partitions,
+        backfill_policy=BATCH_POLICY,
+        group_name=group,
+        deps=[emb_key],
+        kinds={"lancedb"},
+        pool="lancedb",
+        code_version=str(stages.STAGE_VERSIONS["lancedb"]),
         description=f"Profile '{profile.name}': the documents' rows in LanceDB table chunks_{profile.name}.",
         metadata={"profile": profile.name},
-        check_specs=[AssetCheckSpec("rows_match_parquet", asset=lance_key,
-                                    description="Each document's LanceDB rows equal its chunk map's rows.")],
+        check_specs=[
+            AssetCheckSpec(
+                "rows_match_parquet",
+                asset=lance_key,
+                description="Each document's LanceDB rows equal its chunk map's rows.",
+            )
+        ],
     )
-    def _lancedb(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
-                 index: IndexResource) -> MaterializeResult:
+    def _lancedb(
+        context: AssetExecutionContext, ingest: IngestResource, store: StoreResource, index: IndexResource
+    ) -> MaterializeResult:
         st, lance = store.store(), index.index()
         started = time.perf_counter()
         keys = document_keys(context, ingest.settings(), st)
-        outcomes = for_each_document(context, keys, lambda doc: stages.guarded(
-            st, f"lancedb/{profile.name}", doc, context.run_id, stages.index_document,
-            st, lance, profile, doc, context.run_id, force=forced(context, ingest)))
+        outcomes = for_each_document(
+            context,
+            keys,
+            lambda doc: stages.guarded(
+                st,
+                f"lancedb/{profile.name}",
+                doc,
+                context.run_id,
+                stages.index_document,
+                st,
+                lance,
+                profile,
+                doc,
+                context.run_id,
+                force=forced(context, ingest),
+            ),
+        )
         if any(o.status == "new" for o in outcomes):
             lance.refresh_text_index(profile.name)
         counts, finding = index_findings(st, lance, profile.name, keys)
         table_rows = lance.count(profile.name)
-        report_partitions(context, outcomes, started, lambda o: {
-            "table": f"chunks_{profile.name}", "document_rows": counts.get(o.document, 0),
-            "table_rows": table_rows})
+        report_partitions(
+            context,
+            outcomes,
+            started,
+            lambda o: {
+                "table": f"chunks_{profile.name}",
+                "document_rows": counts.get(o.document, 0),
+                "table_rows": table_rows,
+            },
+        )
         return MaterializeResult(check_results=[check_result(finding)])
 
     return [_chunk_map, _embeddings, _lancedb]

@@ -1,37 +1,69 @@
 """The first two per-document assets: the source bytes and the pages read from them."""
 
-
 import queue
 import time
 
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
 from ingest_pipeline import stages
-from ingest_pipeline.assets.common import BATCH_POLICY, document_keys, for_each_document, forced, report_partitions
+from ingest_pipeline.assets.common import (
+    BATCH_POLICY,
+    document_keys,
+    for_each_document,
+    forced,
+    report_partitions,
+)
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.resources import IngestResource, ParseWorkerResource, StoreResource
 
 READ_ALONE = 4  # fewer documents than this are read by one worker: a second one's start-up is not worth it
 
 
-@asset(partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name="ingest",
-       kinds={"parquet"}, code_version=str(stages.STAGE_VERSIONS["sources"]))
-def sources(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource) -> MaterializeResult:
+@asset(
+    partitions_def=documents_partitions,
+    backfill_policy=BATCH_POLICY,
+    group_name="ingest",
+    kinds={"parquet"},
+    code_version=str(stages.STAGE_VERSIONS["sources"]),
+)
+def sources(
+    context: AssetExecutionContext, ingest: IngestResource, store: StoreResource
+) -> MaterializeResult:
     """A source file: media type detected from its bytes, size, sha256, mtime and path."""
     settings, st = ingest.settings(), store.store()
     started = time.perf_counter()
     keys = document_keys(context, settings, st, register=True)
-    outcomes = for_each_document(context, keys, lambda key: stages.guarded(
-        st, "sources", key, context.run_id, stages.observe_source, settings, st, key, context.run_id,
-        force=forced(context, ingest)))
+    outcomes = for_each_document(
+        context,
+        keys,
+        lambda key: stages.guarded(
+            st,
+            "sources",
+            key,
+            context.run_id,
+            stages.observe_source,
+            settings,
+            st,
+            key,
+            context.run_id,
+            force=forced(context, ingest),
+        ),
+    )
     report_partitions(context, outcomes, started)
     return MaterializeResult()
 
 
-@asset(partitions_def=documents_partitions, backfill_policy=BATCH_POLICY, group_name="ingest", deps=[sources],
-       kinds={"parquet"}, code_version=str(stages.STAGE_VERSIONS["pages"]))
-def pages(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource,
-          parse: ParseWorkerResource) -> MaterializeResult:
+@asset(
+    partitions_def=documents_partitions,
+    backfill_policy=BATCH_POLICY,
+    group_name="ingest",
+    deps=[sources],
+    kinds={"parquet"},
+    code_version=str(stages.STAGE_VERSIONS["pages"]),
+)
+def pages(
+    context: AssetExecutionContext, ingest: IngestResource, store: StoreResource, parse: ParseWorkerResource
+) -> MaterializeResult:
     """One row per page with the reader's verdict (read, blank, failed, unreadable) and text.
 
     Documents are read side by side, each worker process on one (``read_workers``): a
@@ -50,8 +82,19 @@ def pages(context: AssetExecutionContext, ingest: IngestResource, store: StoreRe
     def read(key: str):
         worker = free.get()
         try:
-            return stages.guarded(st, "pages", key, context.run_id, stages.read_document, settings, st, key,
-                                  context.run_id, worker, force=forced(context, ingest))
+            return stages.guarded(
+                st,
+                "pages",
+                key,
+                context.run_id,
+                stages.read_document,
+                settings,
+                st,
+                key,
+                context.run_id,
+                worker,
+                force=forced(context, ingest),
+            )
         finally:
             free.put(worker)
 

@@ -36,9 +36,7 @@ class BaseChunker(ABC):
             self.config = self.Config.model_validate(dict(config or {}))
 
     @abstractmethod
-    def chunk(
-        self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]
-    ) -> tuple[PageChunks, ...]:
+    def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
         """Answer for the pages this chunker claims; () disclaims the document."""
 
     def environment(self) -> dict[str, Any]:

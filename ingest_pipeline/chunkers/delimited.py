@@ -119,7 +119,9 @@ class DelimitedChunker(GridChecks, BaseChunker):
                     pieces.append(piece)
                 block = block[1:]
             if len(block) == 1 and _width(block[0]) <= 1:
-                piece = paragraph_piece(" ".join(v for v in block[0] if v.strip()), meta={"delimiter": delimiter})
+                piece = paragraph_piece(
+                    " ".join(v for v in block[0] if v.strip()), meta={"delimiter": delimiter}
+                )
                 if piece:
                     pieces.append(piece)
                 continue
@@ -129,10 +131,18 @@ class DelimitedChunker(GridChecks, BaseChunker):
                 rows=len(block),
                 cols=cols,
                 header_rows=min(self.config.header_rows, len(block)),
-                cells=[GridCell(r, c, value) for r, row in enumerate(block) for c, value in enumerate(row) if value != ""],
+                cells=[
+                    GridCell(r, c, value)
+                    for r, row in enumerate(block)
+                    for c, value in enumerate(row)
+                    if value != ""
+                ],
             )
-            pieces.extend(table_pieces(grid, self.config.max_chars,
-                                       meta={"delimiter": delimiter, "table_index": tables}))
+            pieces.extend(
+                table_pieces(
+                    grid, self.config.max_chars, meta={"delimiter": delimiter, "table_index": tables}
+                )
+            )
         return pieces
 
 

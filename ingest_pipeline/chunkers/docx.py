@@ -62,9 +62,14 @@ class DocxChunker(OoxmlChunker):
                     header_rows=table.header_rows,
                 )
                 tables += 1
-                pieces.extend(table_pieces(grid, max_chars, header_path=path,
-                                           meta={"table_index": tables, "source": block.source,
-                                                 "nested": block.nested}))
+                pieces.extend(
+                    table_pieces(
+                        grid,
+                        max_chars,
+                        header_path=path,
+                        meta={"table_index": tables, "source": block.source, "nested": block.nested},
+                    )
+                )
                 continue
             text = block.text.strip()
             if block.heading_level is not None and block.source == "body" and text:

@@ -14,7 +14,6 @@ from typing import Any
 
 from ingest_pipeline.contract import BBox, ChunkPiece, Layout, TableCell, TableLayout
 
-
 # A grid's cell is the contract's TableCell (origin row/col, spans, optional box); the
 # header flag is set when the cells are cut into pieces.
 GridCell = TableCell
@@ -73,8 +72,14 @@ def render_rows(grid: Grid, rows: Sequence[int]) -> list[str]:
     return lines
 
 
-def _layout_for(grid: Grid, rows: Sequence[int], header_rows: int, role: str, with_cells: bool,
-                by_row: Mapping[int, list[GridCell]]) -> Layout:
+def _layout_for(
+    grid: Grid,
+    rows: Sequence[int],
+    header_rows: int,
+    role: str,
+    with_cells: bool,
+    by_row: Mapping[int, list[GridCell]],
+) -> Layout:
     if not with_cells:
         return Layout(role=role)
     index = {r: i for i, r in enumerate(rows)}
@@ -83,7 +88,11 @@ def _layout_for(grid: Grid, rows: Sequence[int], header_rows: int, role: str, wi
     for cell in (c for r in rows for c in by_row.get(r, ())):
         # A span crossing the end of this piece is cut at the piece's last row.
         span = 1
-        while span < cell.row_span and (cell.row + span) in chosen and index[cell.row + span] == index[cell.row] + span:
+        while (
+            span < cell.row_span
+            and (cell.row + span) in chosen
+            and index[cell.row + span] == index[cell.row] + span
+        ):
             span += 1
         cells.append(
             TableCell(
@@ -96,7 +105,10 @@ def _layout_for(grid: Grid, rows: Sequence[int], header_rows: int, role: str, wi
                 header=cell.row < grid.header_rows,
             )
         )
-    return Layout(role=role, table=TableLayout(rows=len(rows), cols=grid.cols, cells=tuple(cells), header_rows=header_rows))
+    return Layout(
+        role=role,
+        table=TableLayout(rows=len(rows), cols=grid.cols, cells=tuple(cells), header_rows=header_rows),
+    )
 
 
 def pack_rows(
@@ -164,8 +176,15 @@ def table_pieces(
         piece_meta = dict(meta or {})
         if is_ragged(grid):
             piece_meta["ragged"] = True
-        piece_meta.update({"table_rows": grid.rows, "table_cols": grid.cols, "part": part + 1, "parts": len(groups),
-                           "first_row": rows[header_rows] if len(rows) > header_rows and part > 0 else 0})
+        piece_meta.update(
+            {
+                "table_rows": grid.rows,
+                "table_cols": grid.cols,
+                "part": part + 1,
+                "parts": len(groups),
+                "first_row": rows[header_rows] if len(rows) > header_rows and part > 0 else 0,
+            }
+        )
         pieces.append(
             ChunkPiece(
                 text=text,
@@ -274,18 +293,30 @@ class GridChecks:
             if missing:
                 lost[page_chunks.page] = sorted(missing)[:20]
         return (
-            CheckOutcome(name="table_grid_consistent", passed=not bad_tables,
-                         description="table text rows/columns match the cell grid; cells do not overlap",
-                         metadata={"tables": bad_tables[:20]}),
-            CheckOutcome(name="page_words_covered", passed=not lost, severity="warn",
-                         description="every word of the reader's page text is in the page's pieces",
-                         metadata={"missing": {str(k): v for k, v in list(lost.items())[:20]}}),
+            CheckOutcome(
+                name="table_grid_consistent",
+                passed=not bad_tables,
+                description="table text rows/columns match the cell grid; cells do not overlap",
+                metadata={"tables": bad_tables[:20]},
+            ),
+            CheckOutcome(
+                name="page_words_covered",
+                passed=not lost,
+                severity="warn",
+                description="every word of the reader's page text is in the page's pieces",
+                metadata={"missing": {str(k): v for k, v in list(lost.items())[:20]}},
+            ),
         )
 
     def metrics(self, answer) -> dict[str, Any]:
         pieces = [p for pc in answer for p in pc.pieces]
         tables = [p for p in pieces if p.content_type == "table"]
-        cells = [c for p in tables if p.layout is not None and p.layout.table is not None for c in p.layout.table.cells]
+        cells = [
+            c
+            for p in tables
+            if p.layout is not None and p.layout.table is not None
+            for c in p.layout.table.cells
+        ]
         return {
             "pieces": len(pieces),
             "table_pieces": len(tables),
@@ -311,7 +342,11 @@ def _grid_problem(text: str, table, ragged: bool = False) -> str | None:
     for cell in table.cells:
         if cell.row + cell.row_span > table.rows or cell.col + cell.col_span > table.cols:
             return f"cell ({cell.row}, {cell.col}) reaches outside the grid"
-        spots = {(r, c) for r in range(cell.row, cell.row + cell.row_span) for c in range(cell.col, cell.col + cell.col_span)}
+        spots = {
+            (r, c)
+            for r in range(cell.row, cell.row + cell.row_span)
+            for c in range(cell.col, cell.col + cell.col_span)
+        }
         if spots & taken:
             return f"cell ({cell.row}, {cell.col}) overlaps another"
         taken |= spots

@@ -22,9 +22,7 @@ class HeadingsChunker(BaseChunker):
     builtin = True
     opt_in = True
 
-    def chunk(
-        self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]
-    ) -> tuple[PageChunks, ...]:
+    def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
         if media_type != mt.MARKDOWN or not pages:
             return ()
         page = pages[0]
@@ -38,7 +36,12 @@ class HeadingsChunker(BaseChunker):
         starts = parsed.line_starts
         # (path, first line, end line, whether it holds more than its heading)
         sections = [
-            (path, blocks[idxs[0]].start, blocks[idxs[-1]].end, any(blocks[k].kind != "heading" for k in idxs))
+            (
+                path,
+                blocks[idxs[0]].start,
+                blocks[idxs[-1]].end,
+                any(blocks[k].kind != "heading" for k in idxs),
+            )
             for path, idxs in parsed.sections
         ]
 

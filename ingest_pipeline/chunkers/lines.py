@@ -38,7 +38,9 @@ class LinesChunker(BaseChunker):
                 text = " ".join(line.text.split())
                 bbox = line.bbox()
                 if bbox is None:
-                    pieces.append(ChunkPiece(text=text, bbox_reason="unresolved", content_type="line", meta={"line": i}))
+                    pieces.append(
+                        ChunkPiece(text=text, bbox_reason="unresolved", content_type="line", meta={"line": i})
+                    )
                 else:
                     pieces.append(ChunkPiece(text=text, bbox=bbox, content_type="line", meta={"line": i}))
             out.append(PageChunks(page=page.page, pieces=tuple(pieces)))
@@ -76,18 +78,39 @@ class LineParagraphsChunker(BaseChunker):
                     continue
                 x0, y0, x1, y1 = bbox[0] * width, bbox[1] * height, bbox[2] * width, bbox[3] * height
                 # OCR boxes hold ascenders and descenders: about 1.2 font sizes tall
-                lines.append(Line(" ".join(ln.text.split()), x0, y0, x1, y1, direction=0, size=(y1 - y0) / 1.2, first_char=i))
+                lines.append(
+                    Line(
+                        " ".join(ln.text.split()),
+                        x0,
+                        y0,
+                        x1,
+                        y1,
+                        direction=0,
+                        size=(y1 - y0) / 1.2,
+                        first_char=i,
+                    )
+                )
             ordered = order_lines(lines, width)
             pieces = []
             for par in paragraphs(ordered, height):
                 x0, y0, x1, y1 = par.box
                 bbox = normalize_box((x0, y0, x1, y1), width, height)
                 if bbox is None:
-                    pieces.append(ChunkPiece(text=par.text, bbox_reason="unresolved", layout=Layout(role=par.role), content_type="paragraph"))
+                    pieces.append(
+                        ChunkPiece(
+                            text=par.text,
+                            bbox_reason="unresolved",
+                            layout=Layout(role=par.role),
+                            content_type="paragraph",
+                        )
+                    )
                 else:
                     pieces.append(
                         ChunkPiece(
-                            text=par.text, bbox=bbox, layout=Layout(role=par.role), content_type="paragraph",
+                            text=par.text,
+                            bbox=bbox,
+                            layout=Layout(role=par.role),
+                            content_type="paragraph",
                             meta={"lines": len(par.lines)},
                         )
                     )

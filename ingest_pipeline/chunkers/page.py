@@ -13,9 +13,7 @@ class PageChunker(BaseChunker):
     builtin = True
     fallback = True
 
-    def chunk(
-        self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]
-    ) -> tuple[PageChunks, ...]:
+    def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
         return tuple(
             PageChunks(
                 page=p.page,

@@ -44,8 +44,11 @@ class PptxChunker(OoxmlChunker):
                 pieces.append(piece)
         if self.config.include_notes and slide.notes.strip():
             reason = "hidden" if slide.hidden else "no_geometry"
-            pieces.append(ChunkPiece(text=slide.notes, bbox_reason=reason, layout=Layout(role="notes"),
-                                     content_type="notes"))
+            pieces.append(
+                ChunkPiece(
+                    text=slide.notes, bbox_reason=reason, layout=Layout(role="notes"), content_type="notes"
+                )
+            )
         return pieces
 
     def _where(self, slide, item) -> tuple[tuple | None, str | None]:
@@ -67,21 +70,42 @@ class PptxChunker(OoxmlChunker):
         if item.kind == "picture":
             if not item.image:
                 return None
-            return ChunkPiece(image=item.image, bbox=bbox, bbox_reason=reason, content_type="picture",
-                              meta={**meta, "image_type": item.image_type})
+            return ChunkPiece(
+                image=item.image,
+                bbox=bbox,
+                bbox_reason=reason,
+                content_type="picture",
+                meta={**meta, "image_type": item.image_type},
+            )
         if item.kind == "table":
-            grid = Grid(rows=item.rows, cols=item.cols, header_rows=1,
-                        cells=[GridCell(c.row, c.col, c.text, c.row_span, c.col_span) for c in item.cells])
+            grid = Grid(
+                rows=item.rows,
+                cols=item.cols,
+                header_rows=1,
+                cells=[GridCell(c.row, c.col, c.text, c.row_span, c.col_span) for c in item.cells],
+            )
             text = "\n".join(render_rows(grid, range(grid.rows)))
             if not text.strip():
                 return None
-            return ChunkPiece(text=text, bbox=bbox, bbox_reason=reason, layout=self._table_layout(slide, item),
-                              content_type="table", meta={**meta, "table_rows": item.rows, "table_cols": item.cols})
+            return ChunkPiece(
+                text=text,
+                bbox=bbox,
+                bbox_reason=reason,
+                layout=self._table_layout(slide, item),
+                content_type="table",
+                meta={**meta, "table_rows": item.rows, "table_cols": item.cols},
+            )
         if not item.text.strip():
             return None
         role = "title" if item.title else {"text": "text"}.get(item.kind, item.kind)
-        return ChunkPiece(text=item.text, bbox=bbox, bbox_reason=reason, layout=Layout(role=role),
-                          content_type=role, meta=meta)
+        return ChunkPiece(
+            text=item.text,
+            bbox=bbox,
+            bbox_reason=reason,
+            layout=Layout(role=role),
+            content_type=role,
+            meta=meta,
+        )
 
     def _table_layout(self, slide, item) -> Layout:
         if not self.table_cells:
@@ -91,9 +115,20 @@ class PptxChunker(OoxmlChunker):
             box = None
             if c.box is not None and not item.hidden:
                 box = normalize_box(c.box, slide.width, slide.height)
-            cells.append(TableCell(row=c.row, col=c.col, text=c.text, row_span=c.row_span, col_span=c.col_span,
-                                   bbox=box, header=c.row == 0))
-        return Layout(role="table", table=TableLayout(rows=item.rows, cols=item.cols, cells=tuple(cells), header_rows=1))
+            cells.append(
+                TableCell(
+                    row=c.row,
+                    col=c.col,
+                    text=c.text,
+                    row_span=c.row_span,
+                    col_span=c.col_span,
+                    bbox=box,
+                    header=c.row == 0,
+                )
+            )
+        return Layout(
+            role="table", table=TableLayout(rows=item.rows, cols=item.cols, cells=tuple(cells), header_rows=1)
+        )
 
 
 class PptxTableChunker(PptxChunker):

@@ -86,7 +86,12 @@ def _merge_islands(islands: list[Island]) -> list[Island]:
         for box, members in islands:
             for i, (other, other_members) in enumerate(out):
                 if _touch(other, box):
-                    merged = (min(box[0], other[0]), min(box[1], other[1]), max(box[2], other[2]), max(box[3], other[3]))
+                    merged = (
+                        min(box[0], other[0]),
+                        min(box[1], other[1]),
+                        max(box[2], other[2]),
+                        max(box[3], other[3]),
+                    )
                     out[i] = (merged, other_members + members)
                     changed = True
                     break
@@ -157,8 +162,14 @@ class XlsxChunker(OoxmlChunker):
             if caption:
                 pieces.append(caption)
             if chart.rows:
-                grid = Grid(rows=len(chart.rows), cols=max(len(r) for r in chart.rows), header_rows=1,
-                            cells=[GridCell(r, c, v) for r, row in enumerate(chart.rows) for c, v in enumerate(row) if v])
+                grid = Grid(
+                    rows=len(chart.rows),
+                    cols=max(len(r) for r in chart.rows),
+                    header_rows=1,
+                    cells=[
+                        GridCell(r, c, v) for r, row in enumerate(chart.rows) for c, v in enumerate(row) if v
+                    ],
+                )
                 pieces.extend(table_pieces(grid, self.config.max_chars, role="chart", meta=meta))
         pieces = [replace(p, header_path=(sheet.name,)) for p in pieces]
         if sheet.hidden:
@@ -179,8 +190,9 @@ class XlsxChunker(OoxmlChunker):
                 pieces.append(piece)
         return pieces
 
-    def _island_pieces(self, sheet, island: Rect, number: int, merges_by_origin,
-                       row_cells: dict[int, dict[int, str]]) -> list[ChunkPiece]:
+    def _island_pieces(
+        self, sheet, island: Rect, number: int, merges_by_origin, row_cells: dict[int, dict[int, str]]
+    ) -> list[ChunkPiece]:
         r0, c0, r1, c1 = island
         base_meta = {"sheet": sheet.name, "range": _a1(island)}
         out: list[ChunkPiece] = []
@@ -206,7 +218,11 @@ class XlsxChunker(OoxmlChunker):
             values = sorted(row_cells.get(first, {}).items())
             if len(values) != 1 or count(rows[1]) < 2:
                 break
-            piece = paragraph_piece(values[0][1], role="title", meta={**base_meta, "cell": _a1((first, values[0][0], first, values[0][0]))})
+            piece = paragraph_piece(
+                values[0][1],
+                role="title",
+                meta={**base_meta, "cell": _a1((first, values[0][0], first, values[0][0]))},
+            )
             if piece:
                 out.append(piece)
             rows = rows[1:]
@@ -225,12 +241,16 @@ class XlsxChunker(OoxmlChunker):
                 out.append(with_reason(piece, "hidden"))
         return out
 
-    def _table(self, sheet, rows: list[int], c0: int, c1: int, merges_by_origin, meta, number) -> list[ChunkPiece]:
+    def _table(
+        self, sheet, rows: list[int], c0: int, c1: int, merges_by_origin, meta, number
+    ) -> list[ChunkPiece]:
         cells = sheet.cells
         index = {r: i for i, r in enumerate(rows)}
         # Trim empty edge columns left by titles peeled off above.
         island_c0, island_c1 = c0, c1
-        used = sorted({c for r in rows for c in range(c0, c1 + 1) if (r, c) in cells or (r, c) in merges_by_origin})
+        used = sorted(
+            {c for r in rows for c in range(c0, c1 + 1) if (r, c) in cells or (r, c) in merges_by_origin}
+        )
         c0, c1 = used[0], used[-1]
         for r in rows:
             for c in range(c0, c1 + 1):
@@ -249,14 +269,19 @@ class XlsxChunker(OoxmlChunker):
                 if (r, c) in covered:
                     if value is not None:
                         origin = grid_cells[covered[(r, c)]]
-                        grid_cells[covered[(r, c)]] = GridCell(origin.row, origin.col, f"{origin.text}\n{value}".strip(),
-                                                               origin.row_span, origin.col_span)
+                        grid_cells[covered[(r, c)]] = GridCell(
+                            origin.row,
+                            origin.col,
+                            f"{origin.text}\n{value}".strip(),
+                            origin.row_span,
+                            origin.col_span,
+                        )
                     continue
                 if value is None and merge is None:
                     continue
                 row_span = col_span = 1
                 if merge and budget > 0:
-                    span_rows = rows[bisect_left(rows, merge[0]):bisect_right(rows, merge[2])]
+                    span_rows = rows[bisect_left(rows, merge[0]) : bisect_right(rows, merge[2])]
                     row_span = max(1, len(span_rows))
                     col_span = max(1, min(merge[3], c1) - c + 1)
                     budget -= row_span * col_span
@@ -265,7 +290,12 @@ class XlsxChunker(OoxmlChunker):
                             if (x, y) != (r, c):
                                 covered[(x, y)] = len(grid_cells)
                 grid_cells.append(GridCell(index[r], c - c0, value or "", row_span, col_span))
-        grid = Grid(rows=len(rows), cols=c1 - c0 + 1, cells=[g for g in grid_cells if g.text or g.row_span > 1 or g.col_span > 1], header_rows=1)
+        grid = Grid(
+            rows=len(rows),
+            cols=c1 - c0 + 1,
+            cells=[g for g in grid_cells if g.text or g.row_span > 1 or g.col_span > 1],
+            header_rows=1,
+        )
         table_meta = {**meta, "range": _a1((rows[0], c0, rows[-1], c1)), "table_index": number}
         if sheet.hidden_cols & set(range(c0, c1 + 1)):
             table_meta["hidden_cols"] = sorted(c - c0 for c in sheet.hidden_cols if c0 <= c <= c1)
@@ -275,8 +305,11 @@ class XlsxChunker(OoxmlChunker):
 def _rows_covered(merges, island: Rect) -> set[int]:
     """Rows of ``island`` that some merged range covers (interval union, then expanded)."""
     r0, c0, r1, c1 = island
-    spans = sorted((max(m[0], r0), min(m[2], r1)) for m in merges
-                   if m[1] <= c1 and c0 <= m[3] and m[0] <= r1 and r0 <= m[2])
+    spans = sorted(
+        (max(m[0], r0), min(m[2], r1))
+        for m in merges
+        if m[1] <= c1 and c0 <= m[3] and m[0] <= r1 and r0 <= m[2]
+    )
     rows: set[int] = set()
     end = -1
     for lo, hi in spans:

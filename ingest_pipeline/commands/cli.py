@@ -13,8 +13,8 @@ from ingest_pipeline.settings import default_data_dir
 
 def _parts(args):
     """The storage root's parts, from the resources its code location binds."""
-    from ingest_pipeline.storage import object_store
     from ingest_pipeline.resources import parts_for
+    from ingest_pipeline.storage import object_store
 
     return parts_for(object_store.absolute(args.data))  # a local path made absolute; a URI as it is
 
@@ -40,13 +40,19 @@ def _console(args, stream=None):
 
     stream = stream or sys.stdout
     color = _color(args, stream)
-    return Console(file=stream, color_system="standard" if color else None, force_terminal=color or None,
-                   highlight=False, soft_wrap=True, emoji=False)
+    return Console(
+        file=stream,
+        color_system="standard" if color else None,
+        force_terminal=color or None,
+        highlight=False,
+        soft_wrap=True,
+        emoji=False,
+    )
 
 
 def _run_ingest(args, p, paths, force: bool = False):
-    from ingest_pipeline.commands.progress_display import watcher_for
     from ingest_pipeline.commands.ingest import ingest
+    from ingest_pipeline.commands.progress_display import watcher_for
 
     watcher = watcher_for(sys.stderr, color=args.color, quiet=args.json)
     return ingest(p, paths, watcher=watcher, force=force)
@@ -91,14 +97,36 @@ class NotIndexed(Exception):
 def search_hits(p, query: str, profile: str | None, k: int, mode: str) -> list[dict[str, Any]]:
     profile = profile or p.settings.default_profile
     if not p.settings.is_indexed(profile):
-        raise NotIndexed(f"profile '{profile}' is not indexed (its chunk map is in the lake, but nothing is "
-                         f"embedded or in LanceDB); set indexed = true under [profiles.{profile}] in "
-                         f"ingest_pipeline.toml and ingest again to search it")
+        raise NotIndexed(
+            f"profile '{profile}' is not indexed (its chunk map is in the lake, but nothing is "
+            f"embedded or in LanceDB); set indexed = true under [profiles.{profile}] in "
+            f"ingest_pipeline.toml and ingest again to search it"
+        )
     vector = p.embedder.embed([query])[0].tolist() if mode in ("vector", "hybrid") else None
     hits = p.index.search(profile, query, vector, k=k, mode=mode)
-    return [{key: hit.get(key) for key in ("chunk_id", "document_id", "path", "page", "bbox", "bbox_reason",
-                                           "role", "label", "text", "score", "chunker", "config_hash", "reader",
-                                           "source_sha256", "run_id")} for hit in hits]
+    return [
+        {
+            key: hit.get(key)
+            for key in (
+                "chunk_id",
+                "document_id",
+                "path",
+                "page",
+                "bbox",
+                "bbox_reason",
+                "role",
+                "label",
+                "text",
+                "score",
+                "chunker",
+                "config_hash",
+                "reader",
+                "source_sha256",
+                "run_id",
+            )
+        }
+        for hit in hits
+    ]
 
 
 def cmd_search(args) -> int:
@@ -162,20 +190,38 @@ def cmd_chunkers(args) -> int:
     from ingest_pipeline.registry import ChunkerRegistry
 
     registry = ChunkerRegistry.discover(reserved_ids=reader_ids())
-    rows = [{"chunker": i.ref, "id": i.id, "version": i.version, "default": i.default,
-             "builtin": i.builtin, "fallback": i.fallback, "media_types": list(i.media_types or ["*"]),
-             "summary": i.summary, "config_hash": i.config_hash} for i in registry.infos()]
+    rows = [
+        {
+            "chunker": i.ref,
+            "id": i.id,
+            "version": i.version,
+            "default": i.default,
+            "builtin": i.builtin,
+            "fallback": i.fallback,
+            "media_types": list(i.media_types or ["*"]),
+            "summary": i.summary,
+            "config_hash": i.config_hash,
+        }
+        for i in registry.infos()
+    ]
     if args.json:
         print(_json(rows))
     else:
-        shown = [{**r, "media_types": ", ".join(r["media_types"]), "default": "default" if r["default"] else "opt-in"}
-                 for r in rows]
+        shown = [
+            {
+                **r,
+                "media_types": ", ".join(r["media_types"]),
+                "default": "default" if r["default"] else "opt-in",
+            }
+            for r in rows
+        ]
         print(_table(["chunker", "default", "media_types", "summary"], shown, width=70))
     return 0
 
 
 def cmd_inspect(args) -> int:
     from ingest_pipeline.commands import inspection
+
     p = _parts(args)
     if args.chunk:
         from ingest_pipeline.commands.lineage import explain_chunk, format_chain
@@ -191,8 +237,11 @@ def cmd_inspect(args) -> int:
         return 2
     source = inspection.find_source(p.lake, args.document)
     if source is None:
-        print(f"no document {args.document!r} (use a document_id or its path as listed by: "
-              f"ingest-pipeline query \"select document_id, path from sources\")", file=sys.stderr)
+        print(
+            f"no document {args.document!r} (use a document_id or its path as listed by: "
+            f'ingest-pipeline query "select document_id, path from sources")',
+            file=sys.stderr,
+        )
         return 1
     did = source["document_id"]
     profile = args.profile or p.settings.default_profile
@@ -200,11 +249,23 @@ def cmd_inspect(args) -> int:
         p.registry.get(args.chunker)  # an unknown ID@V is a clear error, not an empty listing
     errors = inspection.error_records(p.lake, did)
     if args.json:  # the document at a glance, as one object
-        pages = [{k: r[k] for k in ("page", "status", "reason", "reader", "width", "height")}
-                 | {"chars": len(r["text"] or "")} for r in inspection.page_records(p.lake, did)]
+        pages = [
+            {k: r[k] for k in ("page", "status", "reason", "reader", "width", "height")}
+            | {"chars": len(r["text"] or "")}
+            for r in inspection.page_records(p.lake, did)
+        ]
         chunks = inspection.chunk_records(p.lake, did, profile, args.chunker)
-        print(_json({"source": source, "pages": pages, "profile": profile, "chunks": chunks,
-                     "errors": [{k: e[k] for k in ("stage", "error", "reason", "run_id")} for e in errors]}))
+        print(
+            _json(
+                {
+                    "source": source,
+                    "pages": pages,
+                    "profile": profile,
+                    "chunks": chunks,
+                    "errors": [{k: e[k] for k in ("stage", "error", "reason", "run_id")} for e in errors],
+                }
+            )
+        )
         return 0
     if args.stage == "pages":
         items = inspection.page_records(p.lake, did)
@@ -226,11 +287,18 @@ def cmd_inspect(args) -> int:
         return 0
     console = _console(args)
     if args.stage == "chunks":
-        console.print(f"profile '{profile}'" + (f", chunker {args.chunker}" if args.chunker else ""), style="dim")
-    inspection.render(console, records, args.content_lines, max_tokens, show_source_text=args.stage == "sources")
+        console.print(
+            f"profile '{profile}'" + (f", chunker {args.chunker}" if args.chunker else ""), style="dim"
+        )
+    inspection.render(
+        console, records, args.content_lines, max_tokens, show_source_text=args.stage == "sources"
+    )
     if not items and args.stage != "sources":
-        console.print(f"no {args.stage} for this document" + (f" from {args.chunker}" if args.chunker else "")
-                      + (f" in profile '{profile}'" if args.stage == "chunks" else ""))
+        console.print(
+            f"no {args.stage} for this document"
+            + (f" from {args.chunker}" if args.chunker else "")
+            + (f" in profile '{profile}'" if args.stage == "chunks" else "")
+        )
     return 0
 
 
@@ -239,8 +307,16 @@ def cmd_show(args) -> int:
 
     p = _parts(args)
     try:
-        drawn = show_page(p, args.document, args.out, page=args.page, profile=args.profile, chunker=args.chunker,
-                          compare=args.compare or (), width_px=args.width)
+        drawn = show_page(
+            p,
+            args.document,
+            args.out,
+            page=args.page,
+            profile=args.profile,
+            chunker=args.chunker,
+            compare=args.compare or (),
+            width_px=args.width,
+        )
     except ShowError as exc:
         print(f"show: {exc}", file=sys.stderr)
         return 1
@@ -260,39 +336,65 @@ def cmd_eval(args) -> int:
     if not args.skip_ingest:
         report = _run_ingest(args, p, [qs.documents])
         if not args.json:
-            print(f"{qs.name}: {report.documents} documents ({len(report.unchanged)} unchanged, "
-                  f"{len(report.failed)} failed), {len(qs.questions)} questions", file=sys.stderr)
+            print(
+                f"{qs.name}: {report.documents} documents ({len(report.unchanged)} unchanged, "
+                f"{len(report.failed)} failed), {len(qs.questions)} questions",
+                file=sys.stderr,
+            )
     profiles = args.profile or [pr.name for pr in p.settings.profiles]
-    rows = evaluate(p, qs, profiles, baselines=not args.no_baselines, mode=args.mode,
-                    progress=None if args.json else lambda m: print(f"evaluating {m}…", file=sys.stderr))
+    rows = evaluate(
+        p,
+        qs,
+        profiles,
+        baselines=not args.no_baselines,
+        mode=args.mode,
+        progress=None if args.json else lambda m: print(f"evaluating {m}…", file=sys.stderr),
+    )
     print(_json(rows) if args.json else format_table(rows))
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ingest-pipeline", description=__doc__)
-    parser.add_argument("--data", default=default_data_dir(),
-                        help="storage root (default ./data, or $INGEST_DATA)")
-    parser.add_argument("--debug", action="store_true", default=bool(os.environ.get("INGEST_DEBUG")),
-                        help="show tracebacks (of failures, and of the command itself)")
+    parser.add_argument(
+        "--data", default=default_data_dir(), help="storage root (default ./data, or $INGEST_DATA)"
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=bool(os.environ.get("INGEST_DEBUG")),
+        help="show tracebacks (of failures, and of the command itself)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, fn, help_text: str):
         cmd = sub.add_parser(name, help=help_text)
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
         colour = cmd.add_mutually_exclusive_group()
-        colour.add_argument("--color", dest="color", action="store_true", default=None,
-                            help="colour even when not writing to a terminal")
+        colour.add_argument(
+            "--color",
+            dest="color",
+            action="store_true",
+            default=None,
+            help="colour even when not writing to a terminal",
+        )
         colour.add_argument("--no-color", dest="color", action="store_false", help="never colour")
         cmd.set_defaults(fn=fn)
         return cmd
 
     ingest_cmd = add("ingest", cmd_ingest, "ingest files or folders (default: the source root)")
     ingest_cmd.add_argument("paths", nargs="*")
-    ingest_cmd.add_argument("--depth", type=int, help="show files (and folders) down to this many levels "
-                                                       "in the summary tree (default: every folder, no files)")
-    ingest_cmd.add_argument("--force", action="store_true",
-                            help="recompute the named documents (default: every one) whatever their fingerprints")
+    ingest_cmd.add_argument(
+        "--depth",
+        type=int,
+        help="show files (and folders) down to this many levels "
+        "in the summary tree (default: every folder, no files)",
+    )
+    ingest_cmd.add_argument(
+        "--force",
+        action="store_true",
+        help="recompute the named documents (default: every one) whatever their fingerprints",
+    )
     search_cmd = add("search", cmd_search, "search a profile's LanceDB table")
     search_cmd.add_argument("query")
     search_cmd.add_argument("--profile")
@@ -303,26 +405,43 @@ def build_parser() -> argparse.ArgumentParser:
     query_cmd.add_argument("sql")
     add("chunkers", cmd_chunkers, "list installed chunker versions")
     eval_cmd = add("eval", cmd_eval, "retrieval quality per profile, beside two baselines")
-    eval_cmd.add_argument("--profile", action="append",
-                          help="a profile to evaluate, repeatable (default: every configured profile)")
-    eval_cmd.add_argument("--questions", default="docugami",
-                          help="docugami, financebench, samples, a folder with questions.jsonl, or a CSV path")
+    eval_cmd.add_argument(
+        "--profile",
+        action="append",
+        help="a profile to evaluate, repeatable (default: every configured profile)",
+    )
+    eval_cmd.add_argument(
+        "--questions",
+        default="docugami",
+        help="docugami, financebench, samples, a folder with questions.jsonl, or a CSV path",
+    )
     eval_cmd.add_argument("--mode", choices=("vector", "text", "hybrid"), default="hybrid")
     eval_cmd.add_argument("--no-baselines", action="store_true")
     eval_cmd.add_argument("--skip-ingest", action="store_true", help="evaluate what is already ingested")
     inspect_cmd = add("inspect", cmd_inspect, "a document's pages, chunks, boxes and lineage")
     inspect_cmd.add_argument("document", nargs="?", help="document_id or path")
     inspect_cmd.add_argument("--chunk", help="a chunk id: show its lineage chain instead")
-    inspect_cmd.add_argument("--stage", choices=("sources", "pages", "claims", "chunks"), default="chunks",
-                             help="what to show: the source, its pages, chunkers' claims, or a profile's chunks")
+    inspect_cmd.add_argument(
+        "--stage",
+        choices=("sources", "pages", "claims", "chunks"),
+        default="chunks",
+        help="what to show: the source, its pages, chunkers' claims, or a profile's chunks",
+    )
     inspect_cmd.add_argument("--profile", help="the profile whose chunks to show (default: the served one)")
     inspect_cmd.add_argument("--chunker", help="only this chunker version's claims or chunks (ID@V)")
-    inspect_cmd.add_argument("--content-lines", type=int, metavar="N",
-                             help="show only the first and last N lines of each text")
-    inspect_cmd.add_argument("--format", choices=("rich", "jsonl"), default="rich",
-                             help="jsonl: one complete record per line (source bytes as content_base64)")
+    inspect_cmd.add_argument(
+        "--content-lines", type=int, metavar="N", help="show only the first and last N lines of each text"
+    )
+    inspect_cmd.add_argument(
+        "--format",
+        choices=("rich", "jsonl"),
+        default="rich",
+        help="jsonl: one complete record per line (source bytes as content_base64)",
+    )
     inspect_cmd.add_argument("--limit", type=int, help="show at most this many items (rich format)")
-    show_cmd = add("show", cmd_show, "draw a page with its chunks' boxes, numbered and coloured by role, as PNG")
+    show_cmd = add(
+        "show", cmd_show, "draw a page with its chunks' boxes, numbered and coloured by role, as PNG"
+    )
     show_cmd.add_argument("document", help="document_id or path")
     show_cmd.add_argument("--page", type=int, help="1-based page (default: the first page with a box)")
     which = show_cmd.add_mutually_exclusive_group()

@@ -10,16 +10,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ingest_pipeline.storage import catalog
 from ingest_pipeline.documents import collect, superseded, vanished
-from ingest_pipeline.storage.freshness import Freshness
-from ingest_pipeline.runtime.isolation import kept_worker
-from ingest_pipeline.partitions import DOCUMENTS
-from ingest_pipeline.runtime.progress import Column, DocumentEvent, StageBoard, listening
-from ingest_pipeline.resources import Parts
-from ingest_pipeline.stages import FORCE_TAG, IN_PROCESS_TAG, EmbeddingPrefetch, empty_reason, finished, reconcile
-from ingest_pipeline.stages.reconcile import contiguous_batches
 from ingest_pipeline.instance.stale_runs import fail_stale_runs, process_tags
+from ingest_pipeline.partitions import DOCUMENTS
+from ingest_pipeline.resources import Parts
+from ingest_pipeline.runtime.isolation import kept_worker
+from ingest_pipeline.runtime.progress import Column, DocumentEvent, StageBoard, listening
+from ingest_pipeline.stages import (
+    FORCE_TAG,
+    IN_PROCESS_TAG,
+    EmbeddingPrefetch,
+    empty_reason,
+    finished,
+    reconcile,
+)
+from ingest_pipeline.stages.reconcile import contiguous_batches
+from ingest_pipeline.storage import catalog
+from ingest_pipeline.storage.freshness import Freshness
 
 # In-process runs log to the Dagster instance (the UI shows them); the terminal gets errors only.
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
@@ -46,13 +53,22 @@ class IngestReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "documents": self.documents, "new": len(self.new), "changed": len(self.changed),
-            "unchanged": len(self.unchanged), "failed": len(self.failed), "removed": len(self.removed),
-            "texts_embedded": self.texts_embedded, "texts_from_cache": self.texts_from_cache,
-            "chunks": self.chunks, "profile": self.profile, "seconds": round(self.seconds, 2), "run_ids": self.run_ids,
+            "documents": self.documents,
+            "new": len(self.new),
+            "changed": len(self.changed),
+            "unchanged": len(self.unchanged),
+            "failed": len(self.failed),
+            "removed": len(self.removed),
+            "texts_embedded": self.texts_embedded,
+            "texts_from_cache": self.texts_from_cache,
+            "chunks": self.chunks,
+            "profile": self.profile,
+            "seconds": round(self.seconds, 2),
+            "run_ids": self.run_ids,
             "failures": {self.paths.get(d, d): errs for d, errs in sorted(self.failed.items())},
             "removed_documents": self.removed,
-            "empty": len(self.empty), "empty_documents": {self.paths.get(d, d): r for d, r in sorted(self.empty.items())},
+            "empty": len(self.empty),
+            "empty_documents": {self.paths.get(d, d): r for d, r in sorted(self.empty.items())},
             "chunker_errors": {self.paths.get(d, d): errs for d, errs in sorted(self.warnings.items())},
             "stages": self.stages,
             "documents_by_status": {
@@ -107,8 +123,10 @@ def ingest(
     batch_size = batch_size or settings.run_batch
     instance = instance or instance_for(settings.dagster_home)
     for run in fail_stale_runs(instance):
-        sys.stderr.write(f"run {run.run_id} ({run.job_name}) was left unfinished by process {run.pid}, which is "
-                         "gone: marked failed, its pool slots freed\n")
+        sys.stderr.write(
+            f"run {run.run_id} ({run.job_name}) was left unfinished by process {run.pid}, which is "
+            "gone: marked failed, its pool slots freed\n"
+        )
     roots = list(paths) or [settings.source_root]
     if "://" not in settings.source_root:
         os.makedirs(settings.source_root, exist_ok=True)
@@ -118,8 +136,14 @@ def ingest(
 
     gone = vanished(inventory, roots) + superseded(inventory, entries)
     report.removed = [entry.path for entry in gone]
-    plan = reconcile(store, parts.index, entries, [e.document_id for e in gone],
-                           instance.get_dynamic_partitions(DOCUMENTS), batch_size)
+    plan = reconcile(
+        store,
+        parts.index,
+        entries,
+        [e.document_id for e in gone],
+        instance.get_dynamic_partitions(DOCUMENTS),
+        batch_size,
+    )
     for key in plan.remove:
         instance.delete_dynamic_partition(DOCUMENTS, key)
     if plan.add:
@@ -130,8 +154,9 @@ def ingest(
     resources = parts.resources  # the runs use the very resources these parts come from
     defs = build_definitions(settings, resources)
     job = defs.resolve_job_def(INGEST_JOB)
-    board = StageBoard(len(wanted), sorted(k.to_user_string() for k in job.asset_layer.selected_asset_keys),
-                       report.paths)
+    board = StageBoard(
+        len(wanted), sorted(k.to_user_string() for k in job.asset_layer.selected_asset_keys), report.paths
+    )
     heard: dict[str, dict[str, DocumentEvent]] = {}
 
     def hear(event: DocumentEvent) -> None:
@@ -142,8 +167,9 @@ def ingest(
         if watcher:
             watcher.changed(board, event, done)
 
-    freshness = Freshness(parts, [k.to_user_string() for k in job.asset_layer.selected_asset_keys],
-                          sorted(wanted))
+    freshness = Freshness(
+        parts, [k.to_user_string() for k in job.asset_layer.selected_asset_keys], sorted(wanted)
+    )
     checks = {} if force else {e.document_id: freshness.check(e) for e in entries}
     current = {doc for doc, check in checks.items() if check.current}
     if watcher:
@@ -156,24 +182,38 @@ def ingest(
         with listening(hear), kept_worker(parse.timeout, parse.memory_bytes()):
             for batch in contiguous_batches(plan.ordered, wanted - current, batch_size):
                 result = job.execute_in_process(
-                    instance=instance, resources=resources, raise_on_error=False, run_config=QUIET,
-                    tags={**range_tags(batch[0], batch[-1]), **process_tags(), IN_PROCESS_TAG: "true",
-                          **({FORCE_TAG: "true"} if force else {})},
+                    instance=instance,
+                    resources=resources,
+                    raise_on_error=False,
+                    run_config=QUIET,
+                    tags={
+                        **range_tags(batch[0], batch[-1]),
+                        **process_tags(),
+                        IN_PROCESS_TAG: "true",
+                        **({FORCE_TAG: "true"} if force else {}),
+                    },
                 )
                 report.run_ids.append(result.run_id)
                 EmbeddingPrefetch.stop_run(result.run_id)  # one its embeddings step did not take
                 if not result.success:
                     for doc in batch:
                         report.failed.setdefault(doc, []).append(
-                            {"stage": "run", "reason": f"run {result.run_id} failed; see the Dagster UI"})
+                            {"stage": "run", "reason": f"run {result.run_id} failed; see the Dagster UI"}
+                        )
     finally:
         if watcher:
             watcher.finished(board)
     if report.run_ids or report.removed or not _catalog_exists(settings):
-        defs.resolve_job_def(CATALOG_JOB).execute_in_process(instance=instance, resources=resources,
-                                                             tags=process_tags(), raise_on_error=False,
-                                                             run_config=QUIET)
-    con = catalog.connect(store, only=("errors", "chunks"))  # the runs' results, through the two views they need
+        defs.resolve_job_def(CATALOG_JOB).execute_in_process(
+            instance=instance,
+            resources=resources,
+            tags=process_tags(),
+            raise_on_error=False,
+            run_config=QUIET,
+        )
+    con = catalog.connect(
+        store, only=("errors", "chunks")
+    )  # the runs' results, through the two views they need
     try:
         _summarize(parts, report, entries, heard, indexed_before, con)
         freshness.reload_errors(sorted(wanted - current), con)
@@ -203,8 +243,14 @@ def _catalog_exists(settings) -> bool:
     return "://" not in settings.catalog_path and os.path.exists(settings.catalog_path)
 
 
-def _summarize(parts: Parts, report: IngestReport, entries, heard: dict[str, dict[str, DocumentEvent]],
-               indexed_before: set[str], con: Any = None) -> None:
+def _summarize(
+    parts: Parts,
+    report: IngestReport,
+    entries,
+    heard: dict[str, dict[str, DocumentEvent]],
+    indexed_before: set[str],
+    con: Any = None,
+) -> None:
     """Each document's status from what this run heard of it; failures from the errors table.
     ``indexed_before``: the documents the served profile had an index marker for when the
     run began (one the run indexed for the first time is new work, even if a killed run had
@@ -215,8 +261,13 @@ def _summarize(parts: Parts, report: IngestReport, entries, heard: dict[str, dic
     wanted = [e.document_id for e in entries]
     if not wanted:
         return
-    errors = query(store, "SELECT document_id, stage, reason FROM errors WHERE list_contains(?, document_id) "
-                         "ORDER BY document_id, stage", [wanted], con=con).to_pylist()
+    errors = query(
+        store,
+        "SELECT document_id, stage, reason FROM errors WHERE list_contains(?, document_id) "
+        "ORDER BY document_id, stage",
+        [wanted],
+        con=con,
+    ).to_pylist()
     for row in errors:
         entry = {"stage": row["stage"], "reason": row["reason"]}
         if row["stage"].startswith("chunks/"):  # that chunker's pages went to the next one in order
@@ -234,16 +285,27 @@ def _summarize(parts: Parts, report: IngestReport, entries, heard: dict[str, dic
         events = heard.get(doc, {})
         source, indexed = events.get("sources"), events.get(lancedb)
         if source is None:
-            report.failed.setdefault(doc, []).append({"stage": "sources", "reason": "not observed in this run"})
-        elif indexing and (indexed is None or indexed.status not in ("new", "unchanged")) \
-                and finished(store, profile, doc) is None:
             report.failed.setdefault(doc, []).append(
-                {"stage": f"lancedb/{profile}", "reason": "not finished: no index marker for its current bytes"})
-        elif source.status == "new" or (doc not in indexed_before and indexed is not None
-                                        and indexed.status == "new"):
+                {"stage": "sources", "reason": "not observed in this run"}
+            )
+        elif (
+            indexing
+            and (indexed is None or indexed.status not in ("new", "unchanged"))
+            and finished(store, profile, doc) is None
+        ):
+            report.failed.setdefault(doc, []).append(
+                {
+                    "stage": f"lancedb/{profile}",
+                    "reason": "not finished: no index marker for its current bytes",
+                }
+            )
+        elif source.status == "new" or (
+            doc not in indexed_before and indexed is not None and indexed.status == "new"
+        ):
             report.new.append(doc)  # new bytes, or bytes an earlier (killed) run observed and never indexed
-        elif source.status == "changed" or any(e.status not in ("unchanged", "skipped", "failed")
-                                               for e in events.values()):
+        elif source.status == "changed" or any(
+            e.status not in ("unchanged", "skipped", "failed") for e in events.values()
+        ):
             report.changed.append(doc)  # new bytes, or a setting changed and a stage recomputed
         else:
             report.unchanged.append(doc)
@@ -257,5 +319,9 @@ def _summarize(parts: Parts, report: IngestReport, entries, heard: dict[str, dic
         reason = None if doc in report.failed else empty_reason(store, profile, doc)
         if reason:
             report.empty[doc] = reason
-    report.chunks = query(store, "SELECT count(*) AS n FROM chunks WHERE profile = ? AND list_contains(?, document_id)",
-                          [profile, wanted], con=con).to_pylist()[0]["n"]
+    report.chunks = query(
+        store,
+        "SELECT count(*) AS n FROM chunks WHERE profile = ? AND list_contains(?, document_id)",
+        [profile, wanted],
+        con=con,
+    ).to_pylist()[0]["n"]

@@ -27,8 +27,9 @@ TEXT_FIELDS = ("text", "embed_text", "content")
 
 def find_source(lake: Lake, ref: str) -> dict[str, Any] | None:
     """The sources row of a document named by its document_id or its path."""
-    rows = query(lake, "SELECT * FROM sources WHERE document_id = ? OR path = ? ORDER BY document_id",
-                 [ref, ref]).to_pylist()
+    rows = query(
+        lake, "SELECT * FROM sources WHERE document_id = ? OR path = ? ORDER BY document_id", [ref, ref]
+    ).to_pylist()
     return rows[0] if rows else None
 
 
@@ -52,30 +53,55 @@ def source_record(source: dict[str, Any]) -> dict[str, Any]:
 
 def page_records(lake: Lake, document: str) -> list[dict[str, Any]]:
     rows = query(lake, "SELECT * FROM pages WHERE document_id = ? ORDER BY page", [document]).to_pylist()
-    lines = {r["page"]: r["n"] for r in query(
-        lake, "SELECT page, count(*) AS n FROM page_lines WHERE document_id = ? GROUP BY page", [document]
-    ).to_pylist()}
+    lines = {
+        r["page"]: r["n"]
+        for r in query(
+            lake, "SELECT page, count(*) AS n FROM page_lines WHERE document_id = ? GROUP BY page", [document]
+        ).to_pylist()
+    }
     return [{"record": "page", **row, "located_lines": lines.get(row["page"], 0)} for row in rows]
 
 
 def claim_records(lake: Lake, document: str, chunker: str | None = None) -> list[dict[str, Any]]:
-    rows = query(lake, "SELECT * FROM claims WHERE document_id = ? AND (? IS NULL OR chunker = ?) "
-                       "ORDER BY chunker, page, piece", [document, chunker, chunker]).to_pylist()
+    rows = query(
+        lake,
+        "SELECT * FROM claims WHERE document_id = ? AND (? IS NULL OR chunker = ?) "
+        "ORDER BY chunker, page, piece",
+        [document, chunker, chunker],
+    ).to_pylist()
     return _positioned([{"record": "claim", **row} for row in rows], key="chunker")
 
 
-def chunk_records(lake: Lake, document: str, profile: str, chunker: str | None = None) -> list[dict[str, Any]]:
+def chunk_records(
+    lake: Lake, document: str, profile: str, chunker: str | None = None
+) -> list[dict[str, Any]]:
     """The profile's chunks of the document, each with its vector and cache status."""
-    rows = query(lake, 'SELECT * FROM chunks WHERE document_id = ? AND profile = ? AND (? IS NULL OR chunker = ?) '
-                       'ORDER BY page, "index"', [document, profile, chunker, chunker]).to_pylist()
-    vectors = {r["chunk_id"]: r for r in query(
-        lake, "SELECT * FROM embeddings WHERE document_id = ? AND profile = ?", [document, profile]).to_pylist()}
+    rows = query(
+        lake,
+        "SELECT * FROM chunks WHERE document_id = ? AND profile = ? AND (? IS NULL OR chunker = ?) "
+        'ORDER BY page, "index"',
+        [document, profile, chunker, chunker],
+    ).to_pylist()
+    vectors = {
+        r["chunk_id"]: r
+        for r in query(
+            lake, "SELECT * FROM embeddings WHERE document_id = ? AND profile = ?", [document, profile]
+        ).to_pylist()
+    }
     records = []
     for row in rows:
         emb = vectors.get(row["chunk_id"], {})
-        records.append({"record": "chunk", **row, "vector": emb.get("vector"), "model": emb.get("model"),
-                        "text_sha256": emb.get("text_sha256"), "cache": emb.get("cache"),
-                        "cache_run_id": emb.get("run_id")})
+        records.append(
+            {
+                "record": "chunk",
+                **row,
+                "vector": emb.get("vector"),
+                "model": emb.get("model"),
+                "text_sha256": emb.get("text_sha256"),
+                "cache": emb.get("cache"),
+                "cache_run_id": emb.get("run_id"),
+            }
+        )
     return _positioned(records)
 
 
@@ -115,9 +141,15 @@ def size_stats(records: Sequence[dict[str, Any]], max_tokens: int, count_tokens=
             return {"min": None, "mean": None, "max": None}
         return {"min": min(values), "mean": round(statistics.fmean(values), 1), "max": max(values)}
 
-    return {"record": "summary", "items": len(records), "characters": spread(chars), "tokens": spread(tokens),
-            "total_characters": sum(chars), "over_token_limit": sum(1 for t in tokens if t > max_tokens),
-            "max_tokens": max_tokens}
+    return {
+        "record": "summary",
+        "items": len(records),
+        "characters": spread(chars),
+        "tokens": spread(tokens),
+        "total_characters": sum(chars),
+        "over_token_limit": sum(1 for t in tokens if t > max_tokens),
+        "max_tokens": max_tokens,
+    }
 
 
 # --------------------------------------------------------------------------- text limits
@@ -132,7 +164,7 @@ def limit_lines(text: str | None, content_lines: int | None) -> tuple[str | None
         return text, 0
     omitted = len(lines) - 2 * content_lines
     head = lines[:content_lines]
-    tail = lines[len(lines) - content_lines:] if content_lines else []
+    tail = lines[len(lines) - content_lines :] if content_lines else []
     return "\n".join([*head, f"… {omitted} lines omitted …", *tail]), omitted
 
 
@@ -225,40 +257,73 @@ def _fields(record: dict[str, Any], max_tokens: int, content_lines: int | None =
     kind = record["record"]
     pairs: list[tuple[str, Any]] = []
     if kind == "page":
-        pairs += [("status", record["status"]), ("reason", record.get("reason")), ("reader", record["reader"]),
-                  ("size", f"{record['width']:g} × {record['height']:g}" if record.get("width") else None),
-                  ("located lines", record.get("located_lines")), ("chars", len(record.get("text") or "")),
-                  ("run", record.get("run_id"))]
+        pairs += [
+            ("status", record["status"]),
+            ("reason", record.get("reason")),
+            ("reader", record["reader"]),
+            ("size", f"{record['width']:g} × {record['height']:g}" if record.get("width") else None),
+            ("located lines", record.get("located_lines")),
+            ("chars", len(record.get("text") or "")),
+            ("run", record.get("run_id")),
+        ]
     else:
         layout = json.loads(record["layout"]) if record.get("layout") else None
         pairs += [
-            ("chunk id", record.get("chunk_id")), ("label", record.get("label")),
-            ("chunker", record.get("chunker")), ("config hash", record.get("config_hash")),
+            ("chunk id", record.get("chunk_id")),
+            ("label", record.get("label")),
+            ("chunker", record.get("chunker")),
+            ("config hash", record.get("config_hash")),
             ("reader", record.get("reader")),
             ("box", _box(record.get("bbox")) or record.get("bbox_reason")),
-            ("role", record.get("role")), ("content type", record.get("content_type")),
+            ("role", record.get("role")),
+            ("content type", record.get("content_type")),
             ("heading path", " › ".join(record.get("header_path") or []) or None),
             ("table", f"{len(layout.get('cells') or [])} cells" if layout and layout.get("cells") else None),
-            ("parent", f"{record['parent_document']}, {record['position']} of {record['of']} "
-                       f"(page {record['page']}, {'index ' + str(record['index']) if 'index' in record else 'piece ' + str(record['piece'])})"),
-            ("size", f"{record.get('chars', len(record.get('text') or ''))} chars"
-                     + (f", {record['tokens']} tokens" + (" — over the limit" if record["tokens"] > max_tokens else "")
-                        if record.get("tokens") is not None else "")),
+            (
+                "parent",
+                f"{record['parent_document']}, {record['position']} of {record['of']} "
+                f"(page {record['page']}, "
+                + (f"index {record['index']})" if "index" in record else f"piece {record['piece']})"),
+            ),
+            (
+                "size",
+                f"{record.get('chars', len(record.get('text') or ''))} chars"
+                + (
+                    f", {record['tokens']} tokens"
+                    + (" — over the limit" if record["tokens"] > max_tokens else "")
+                    if record.get("tokens") is not None
+                    else ""
+                ),
+            ),
             ("image", f"{len(record['image'])} bytes" if record.get("image") is not None else None),
             ("meta", record.get("meta")),
-            ("embedding text", limit_lines(record["embed_text"], content_lines)[0]
-             if record.get("embed_text") not in (None, record.get("text")) else None),
+            (
+                "embedding text",
+                limit_lines(record["embed_text"], content_lines)[0]
+                if record.get("embed_text") not in (None, record.get("text"))
+                else None,
+            ),
         ]
         if kind == "chunk":
-            pairs += [("cache", _cache(record)), ("model", record.get("model")), ("vector", _vector(record.get("vector"))),
-                      ("source sha256", record.get("source_sha256")), ("run", record.get("run_id"))]
+            pairs += [
+                ("cache", _cache(record)),
+                ("model", record.get("model")),
+                ("vector", _vector(record.get("vector"))),
+                ("source sha256", record.get("source_sha256")),
+                ("run", record.get("run_id")),
+            ]
         else:
             pairs += [("source sha256", record.get("source_sha256")), ("run", record.get("run_id"))]
     return [(k, v) for k, v in pairs if v not in (None, "", [])]
 
 
-def render(console, records: Sequence[dict[str, Any]], content_lines: int | None, max_tokens: int,
-           show_source_text: bool = False) -> None:
+def render(
+    console,
+    records: Sequence[dict[str, Any]],
+    content_lines: int | None,
+    max_tokens: int,
+    show_source_text: bool = False,
+) -> None:
     """Print records for a person: a panel of literal text per item, its fields, the statistics."""
     from rich.markup import escape
     from rich.panel import Panel
@@ -277,13 +342,18 @@ def render(console, records: Sequence[dict[str, Any]], content_lines: int | None
                     text, _ = limit_lines(record["text"], content_lines)
                     console.print(Panel(Text(text), title="content (UTF-8)", title_align="left"))
                 else:
-                    console.print(Text(f"{record['bytes']} bytes of binary content: --format jsonl has them "
-                                       f"as content_base64", style="dim"))
+                    console.print(
+                        Text(
+                            f"{record['bytes']} bytes of binary content: --format jsonl has them "
+                            f"as content_base64",
+                            style="dim",
+                        )
+                    )
         elif kind in ("page", "claim", "chunk"):
             if kind == "page":
                 title = f"page {record['page']}"
             else:
-                title = f"{record.get('label') or 'page:' + str(record['page']) + '/piece:' + str(record['piece'])}"
+                title = record.get("label") or f"page:{record['page']}/piece:{record['piece']}"
                 title += f" · {record['chunker']} · {record['position']}/{record['of']}"
             body = record.get("text")
             if body is None and record.get("image") is not None:
@@ -297,13 +367,20 @@ def render(console, records: Sequence[dict[str, Any]], content_lines: int | None
                 grid.add_row(Text(name, style="dim"), Text(str(value), overflow="fold"))
             console.print(grid)
         elif kind == "error":
-            console.print(Text(f"error at {record['stage']}: {record['error']}: {record['reason']} "
-                               f"(run {record['run_id']})", style="red"))
+            console.print(
+                Text(
+                    f"error at {record['stage']}: {record['error']}: {record['reason']} "
+                    f"(run {record['run_id']})",
+                    style="red",
+                )
+            )
         elif kind == "summary":
             c, t = record["characters"], record["tokens"]
             line = Text(f"{record['items']} {record.get('stage', 'items')}", style="bold")
             line.append(f" · characters min {c['min']} / mean {c['mean']} / max {c['max']}", style=None)
             line.append(f" · tokens min {t['min']} / mean {t['mean']} / max {t['max']}")
             over = record["over_token_limit"]
-            line.append(f" · {over} over the {record['max_tokens']}-token limit", style="red" if over else None)
+            line.append(
+                f" · {over} over the {record['max_tokens']}-token limit", style="red" if over else None
+            )
             console.print(line)

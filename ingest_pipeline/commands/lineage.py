@@ -6,29 +6,42 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.identity import sha256_bytes
+from ingest_pipeline.storage.catalog import query
 
 if TYPE_CHECKING:
     from ingest_pipeline.parts import Parts
 
 
-def _materialization(instance: Any, key_path: list[str], partition: str, run_id: str) -> dict[str, Any] | None:
+def _materialization(
+    instance: Any, key_path: list[str], partition: str, run_id: str
+) -> dict[str, Any] | None:
     from dagster import AssetKey, AssetRecordsFilter
 
     records = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey(key_path), asset_partitions=[partition]), limit=200).records
+        AssetRecordsFilter(asset_key=AssetKey(key_path), asset_partitions=[partition]), limit=200
+    ).records
     for record in records:
         if record.run_id == run_id:
-            return {"asset": "/".join(key_path), "partition": partition, "run_id": run_id,
-                    "storage_id": record.storage_id, "timestamp": record.timestamp}
+            return {
+                "asset": "/".join(key_path),
+                "partition": partition,
+                "run_id": run_id,
+                "storage_id": record.storage_id,
+                "timestamp": record.timestamp,
+            }
     return None
 
 
-def explain_chunk(parts: Parts, chunk_id: str, profile: str | None = None, instance: Any = None) -> list[dict]:
+def explain_chunk(
+    parts: Parts, chunk_id: str, profile: str | None = None, instance: Any = None
+) -> list[dict]:
     """The chain behind a chunk id, one entry per profile that holds it."""
-    rows = query(parts.lake, "SELECT * FROM chunk_lineage WHERE chunk_id = ? AND (? IS NULL OR profile = ?)",
-                 [chunk_id, profile, profile]).to_pylist()
+    rows = query(
+        parts.lake,
+        "SELECT * FROM chunk_lineage WHERE chunk_id = ? AND (? IS NULL OR profile = ?)",
+        [chunk_id, profile, profile],
+    ).to_pylist()
     if not rows:
         return []
     if instance is None:
@@ -42,28 +55,52 @@ def explain_chunk(parts: Parts, chunk_id: str, profile: str | None = None, insta
         if row["uri"] and os.path.exists(row["uri"]):
             with open(row["uri"], "rb") as handle:
                 verified = sha256_bytes(handle.read()) == row["source_sha256"]
-        explained.append({
-            "chunk_id": row["chunk_id"], "label": row["label"], "profile": row["profile"],
-            "source": {"path": row["path"], "uri": row["uri"], "sha256": row["source_sha256"],
-                       "media_type": row["media_type"], "bytes_match": verified},
-            "reader": row["reader"], "chunker": row["chunker"], "config_hash": row["config_hash"],
-            "page": row["page"], "index": row["index"], "bbox": row["bbox"], "bbox_reason": row["bbox_reason"],
-            "run_id": row["run_id"],
-            "materializations": [m for m in (
-                _materialization(instance, [f"chunk_map_{row['profile']}"], row["document_id"], row["run_id"]),
-                _materialization(instance, claim_asset, row["document_id"], row["run_id"]),
-            ) if m],
-        })
+        explained.append(
+            {
+                "chunk_id": row["chunk_id"],
+                "label": row["label"],
+                "profile": row["profile"],
+                "source": {
+                    "path": row["path"],
+                    "uri": row["uri"],
+                    "sha256": row["source_sha256"],
+                    "media_type": row["media_type"],
+                    "bytes_match": verified,
+                },
+                "reader": row["reader"],
+                "chunker": row["chunker"],
+                "config_hash": row["config_hash"],
+                "page": row["page"],
+                "index": row["index"],
+                "bbox": row["bbox"],
+                "bbox_reason": row["bbox_reason"],
+                "run_id": row["run_id"],
+                "materializations": [
+                    m
+                    for m in (
+                        _materialization(
+                            instance, [f"chunk_map_{row['profile']}"], row["document_id"], row["run_id"]
+                        ),
+                        _materialization(instance, claim_asset, row["document_id"], row["run_id"]),
+                    )
+                    if m
+                ],
+            }
+        )
     return explained
 
 
 def format_chain(chain: dict[str, Any]) -> str:
     src = chain["source"]
     box = chain["bbox"]
-    where = (f"[{box['x0']:.3f}, {box['y0']:.3f}, {box['x1']:.3f}, {box['y1']:.3f}]" if box
-             else chain["bbox_reason"])
+    where = (
+        f"[{box['x0']:.3f}, {box['y0']:.3f}, {box['x1']:.3f}, {box['y1']:.3f}]"
+        if box
+        else chain["bbox_reason"]
+    )
     match = {True: "bytes on disk match", False: "bytes on disk CHANGED since", None: "file not found"}[
-        src["bytes_match"]]
+        src["bytes_match"]
+    ]
     lines = [
         f"chunk {chain['chunk_id']} ({chain['label']}) in profile '{chain['profile']}'",
         f"  source   {src['path']}  sha256 {src['sha256']}  ({match})",

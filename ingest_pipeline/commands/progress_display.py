@@ -18,8 +18,12 @@ class LiveTable:
     def __init__(self, stream: TextIO = sys.stderr, color: bool | None = None) -> None:
         from rich.console import Console
 
-        self.console = Console(file=stream, force_terminal=True if color else None,
-                               color_system=None if color is False else "auto", highlight=False)
+        self.console = Console(
+            file=stream,
+            force_terminal=True if color else None,
+            color_system=None if color is False else "auto",
+            highlight=False,
+        )
         self.live = None
         self.started_at = time.monotonic()
         self.last = ""
@@ -28,8 +32,14 @@ class LiveTable:
         from rich.live import Live
 
         self.board = board
-        self.live = Live(self, console=self.console, refresh_per_second=4, transient=False,
-                         redirect_stdout=False, redirect_stderr=False)
+        self.live = Live(
+            self,
+            console=self.console,
+            refresh_per_second=4,
+            transient=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
         self.live.start()
 
     def changed(self, board: StageBoard, event: DocumentEvent, done: tuple[Column, str] | None) -> None:
@@ -87,10 +97,14 @@ class PlainLines:
             elif column.name == "Embedding" and state != "skipped":
                 embedded, cached = column.texts.get(event.document, (0, 0))
                 extra = f", {embedded} texts embedded, {cached} cached"
-            self.stream.write(f"{column.name:<9} {len(column.done):>4}/{board.total}  {name}  {state}{extra}\n")
+            self.stream.write(
+                f"{column.name:<9} {len(column.done):>4}/{board.total}  {name}  {state}{extra}\n"
+            )
         elif event.status == "failed" and kind_of(event.asset) == "chunks":
-            self.stream.write(f"{'Chunking':<9}   warning  {name}  {event.asset}: "
-                              f"{event.detail.get('error') or event.detail.get('reason')}\n")
+            self.stream.write(
+                f"{'Chunking':<9}   warning  {name}  {event.asset}: "
+                f"{event.detail.get('error') or event.detail.get('reason')}\n"
+            )
         else:
             return
         self.stream.flush()

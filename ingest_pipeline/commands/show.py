@@ -87,34 +87,57 @@ def _boxes(rows: list[dict[str, Any]]) -> Panel:
         if b is None:
             panel.without_box += 1
             continue
-        panel.boxes.append(Box((b["x0"], b["y0"], b["x1"], b["y1"]), str(number), row.get("role") or "none",
-                               " ".join((row.get("text") or "").split())))
+        panel.boxes.append(
+            Box(
+                (b["x0"], b["y0"], b["x1"], b["y1"]),
+                str(number),
+                row.get("role") or "none",
+                " ".join((row.get("text") or "").split()),
+            )
+        )
     return panel
 
 
 def chunk_panel(lake: Lake, document: str, page: int, profile: str) -> Panel:
-    rows = query(lake, 'SELECT bbox, role, text FROM chunks WHERE document_id = ? AND profile = ? AND page = ? '
-                       'ORDER BY "index"', [document, profile, page]).to_pylist()
+    rows = query(
+        lake,
+        "SELECT bbox, role, text FROM chunks WHERE document_id = ? AND profile = ? AND page = ? "
+        'ORDER BY "index"',
+        [document, profile, page],
+    ).to_pylist()
     panel = _boxes(rows)
     panel.title = f"profile {profile}: {len(rows)} chunks"
     return panel
 
 
 def claim_panel(lake: Lake, document: str, page: int, chunker: str) -> Panel:
-    rows = query(lake, "SELECT bbox, role, text FROM claims WHERE document_id = ? AND chunker = ? AND page = ? "
-                       "ORDER BY piece", [document, chunker, page]).to_pylist()
+    rows = query(
+        lake,
+        "SELECT bbox, role, text FROM claims WHERE document_id = ? AND chunker = ? AND page = ? "
+        "ORDER BY piece",
+        [document, chunker, page],
+    ).to_pylist()
     panel = _boxes(rows)
     panel.title = f"{chunker}: {len(rows)} pieces"
     return panel
 
 
-def first_page_with_boxes(lake: Lake, document: str, profile: str | None, chunkers: Sequence[str]) -> int | None:
+def first_page_with_boxes(
+    lake: Lake, document: str, profile: str | None, chunkers: Sequence[str]
+) -> int | None:
     if chunkers:
-        rows = query(lake, "SELECT min(page) AS page FROM claims WHERE document_id = ? AND list_contains(?, chunker) "
-                           "AND bbox IS NOT NULL", [document, list(chunkers)]).to_pylist()
+        rows = query(
+            lake,
+            "SELECT min(page) AS page FROM claims WHERE document_id = ? AND list_contains(?, chunker) "
+            "AND bbox IS NOT NULL",
+            [document, list(chunkers)],
+        ).to_pylist()
     else:
-        rows = query(lake, "SELECT min(page) AS page FROM chunks WHERE document_id = ? AND profile = ? "
-                           "AND bbox IS NOT NULL", [document, profile]).to_pylist()
+        rows = query(
+            lake,
+            "SELECT min(page) AS page FROM chunks WHERE document_id = ? AND profile = ? AND bbox IS NOT NULL",
+            [document, profile],
+        ).to_pylist()
     return rows[0]["page"] if rows else None
 
 
@@ -182,8 +205,12 @@ def draw(pages: Sequence[Any], panels: Sequence[Panel], write_text: bool, captio
             rect = (x + left, title_h + top, x + right, title_h + bottom)
             canvas.rectangle(rect, outline=colour, width=line)
             if write_text and box.text:
-                canvas.text((rect[0] + line + 3, rect[1] + line + 2), _fit(canvas, box.text, small, right - left - 8),
-                            fill=ink[TEXT_GREY], font=small)
+                canvas.text(
+                    (rect[0] + line + 3, rect[1] + line + 2),
+                    _fit(canvas, box.text, small, right - left - 8),
+                    fill=ink[TEXT_GREY],
+                    font=small,
+                )
             _tag(canvas, label_font, box.label, rect[0], rect[1], x, title_h, colour, ink[WHITE])
         x += page.width + gap
     y = title_h + page_h + 12
@@ -210,8 +237,9 @@ def _fit(canvas, text: str, font, room: int) -> str:
     return text + "…" if text else ""
 
 
-def _tag(canvas, font, text: str, left: int, top: int, page_left: int, page_top: int, fill: int,
-         text_ink: int) -> None:
+def _tag(
+    canvas, font, text: str, left: int, top: int, page_left: int, page_top: int, fill: int, text_ink: int
+) -> None:
     """The box's number on a tag of its colour: left of its top-left corner, in the margin
     (stacked lines keep their text readable), else above it, else just inside it."""
     bx0, by0, bx1, by1 = canvas.textbbox((0, 0), text, font=font)
@@ -224,21 +252,31 @@ def _tag(canvas, font, text: str, left: int, top: int, page_left: int, page_top:
     canvas.text((x + 2 - bx0, y + 2 - by0), text, fill=text_ink, font=font)
 
 
-def show_page(p, ref: str, out: str, page: int | None = None, profile: str | None = None,
-              chunker: str | None = None, compare: Sequence[str] = (), width_px: int = 900) -> dict[str, Any]:
+def show_page(
+    p,
+    ref: str,
+    out: str,
+    page: int | None = None,
+    profile: str | None = None,
+    chunker: str | None = None,
+    compare: Sequence[str] = (),
+    width_px: int = 900,
+) -> dict[str, Any]:
     """Draw one page of a document with its boxes into ``out``; what was drawn, as a dict."""
     from ingest_pipeline.commands.inspection import find_source
-    from ingest_pipeline.stages.page_pictures import page_image
     from ingest_pipeline.readers.base import password_for
     from ingest_pipeline.stages import source_bytes
+    from ingest_pipeline.stages.page_pictures import page_image
 
     source = find_source(p.lake, ref)
     if source is None:
         raise ShowError(f"no document {ref!r} (use a document_id or its path)")
     media = (source["media_type"] or "").split(";")[0]
     if media not in GEOMETRY:
-        raise ShowError(f"{source['path']} is {media}: that format has no page geometry (its chunks carry "
-                        f"bbox_reason no_geometry), so there is no page to draw; show draws PDF pages and slides")
+        raise ShowError(
+            f"{source['path']} is {media}: that format has no page geometry (its chunks carry "
+            f"bbox_reason no_geometry), so there is no page to draw; show draws PDF pages and slides"
+        )
     chunkers = list(compare) or ([chunker] if chunker else [])
     for ref_ in chunkers:
         p.registry.get(ref_)  # an unknown version is a clear error
@@ -246,15 +284,24 @@ def show_page(p, ref: str, out: str, page: int | None = None, profile: str | Non
     did = source["document_id"]
     if page is None:
         page = first_page_with_boxes(p.lake, did, profile, chunkers) or 1
-    pages = {r["page"]: r for r in query(p.lake, "SELECT page, width, height FROM pages WHERE document_id = ?",
-                                         [did]).to_pylist()}
+    pages = {
+        r["page"]: r
+        for r in query(
+            p.lake, "SELECT page, width, height FROM pages WHERE document_id = ?", [did]
+        ).to_pylist()
+    }
     if page not in pages:
         raise ShowError(f"{source['path']} has no page {page} (it has {len(pages)})")
     if chunkers:
         panels = [claim_panel(p.lake, did, page, c) for c in chunkers]
         for c, panel in zip(chunkers, panels):
-            if not panel.boxes and not panel.without_box and not query(
-                    p.lake, "SELECT 1 FROM claims WHERE document_id = ? AND chunker = ? LIMIT 1", [did, c]).num_rows:
+            if (
+                not panel.boxes
+                and not panel.without_box
+                and not query(
+                    p.lake, "SELECT 1 FROM claims WHERE document_id = ? AND chunker = ? LIMIT 1", [did, c]
+                ).num_rows
+            ):
                 panel.title = f"{c}: no claims for this document (it disclaimed it, or no profile runs it)"
     else:
         panels = [chunk_panel(p.lake, did, page, profile)]
@@ -262,15 +309,29 @@ def show_page(p, ref: str, out: str, page: int | None = None, profile: str | Non
     aspect = row["width"] / row["height"] if row.get("width") and row.get("height") else None
     content = source_bytes(source)
     per_panel = width_px if len(panels) == 1 else max(300, width_px * 2 // 3)
-    image = page_image(content, media, page, per_panel, password_for(source["path"], p.settings.passwords), aspect)
+    image = page_image(
+        content, media, page, per_panel, password_for(source["path"], p.settings.passwords), aspect
+    )
     if image is None:
         raise ShowError(f"page {page} of {source['path']} cannot be rendered")
     caption = f"{source['path']}  page {page}"
     png, origins = draw([image] * len(panels), panels, write_text=media != mt.PDF, caption=caption)
     with open(out, "wb") as handle:
         handle.write(png)
-    return {"out": out, "document_id": did, "path": source["path"], "page": page, "bytes": len(png),
-            "panels": [{"title": panel.title, "boxes": len(panel.boxes), "without_box": panel.without_box}
-                       for panel in panels],
-            "roles": {role: list(rgb) for role, rgb in role_colours([b.role for pn in panels for b in pn.boxes]).items()},
-            "page_width": image.width, "page_height": image.height, "origins": [list(o) for o in origins]}
+    return {
+        "out": out,
+        "document_id": did,
+        "path": source["path"],
+        "page": page,
+        "bytes": len(png),
+        "panels": [
+            {"title": panel.title, "boxes": len(panel.boxes), "without_box": panel.without_box}
+            for panel in panels
+        ],
+        "roles": {
+            role: list(rgb) for role, rgb in role_colours([b.role for pn in panels for b in pn.boxes]).items()
+        },
+        "page_width": image.width,
+        "page_height": image.height,
+        "origins": [list(o) for o in origins],
+    }

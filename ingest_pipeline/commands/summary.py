@@ -48,7 +48,9 @@ def tree_lines(root: Node, depth: int | None = None) -> list[tuple[str, Counter]
         return not node.is_file
 
     def walk(node: Node, prefix: str, level: int) -> None:
-        kids = [c for c in sorted(node.children.values(), key=lambda n: (n.is_file, n.name)) if visible(c, level)]
+        kids = [
+            c for c in sorted(node.children.values(), key=lambda n: (n.is_file, n.name)) if visible(c, level)
+        ]
         for i, child in enumerate(kids):
             last = i == len(kids) - 1
             branch = "" if level == 1 else ("└── " if last else "├── ")
@@ -84,8 +86,10 @@ def summary_text(report, depth: int | None = None, tracebacks: dict[tuple[str, s
     if report.removed:
         out.append(f"  {len(report.removed)} removed")
     out.append("\n")
-    out.append(f"{report.chunks} chunks in the served profile '{report.profile}'; {report.texts_embedded} texts "
-               f"embedded, {report.texts_from_cache} cached; {report.seconds:.1f} s\n")
+    out.append(
+        f"{report.chunks} chunks in the served profile '{report.profile}'; {report.texts_embedded} texts "
+        f"embedded, {report.texts_from_cache} cached; {report.seconds:.1f} s\n"
+    )
     for path in report.removed:
         out.append(f"removed  {path}  (its rows left the lake and LanceDB)\n")
     name = report.paths.get
@@ -101,8 +105,10 @@ def summary_text(report, depth: int | None = None, tracebacks: dict[tuple[str, s
     for doc, errors in sorted(report.warnings.items(), key=lambda kv: name(kv[0], kv[0])):
         for error in errors:
             out.append("warning  ", style="yellow")
-            out.append(f"{name(doc, doc)}  {error['stage']}: {error['reason']} "
-                       f"(its pages went to the next chunker in order)\n")
+            out.append(
+                f"{name(doc, doc)}  {error['stage']}: {error['reason']} "
+                f"(its pages went to the next chunker in order)\n"
+            )
             detail = (tracebacks or {}).get((doc, error["stage"]))
             if detail:
                 out.append("    " + detail.rstrip().replace("\n", "\n    ") + "\n", style="dim")

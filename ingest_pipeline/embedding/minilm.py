@@ -89,9 +89,12 @@ class MiniLMEmbedder:
                 if self.threads:
                     options.intra_op_num_threads = self.threads
                 options.log_severity_level = 3
-                sessions = [ort.InferenceSession(self.model_path(), sess_options=options,
-                                                 providers=["CPUExecutionProvider"])
-                            for _ in range(self.workers)]
+                sessions = [
+                    ort.InferenceSession(
+                        self.model_path(), sess_options=options, providers=["CPUExecutionProvider"]
+                    )
+                    for _ in range(self.workers)
+                ]
                 self._inputs = {i.name for i in sessions[0].get_inputs()}
                 self._tokenizer = tokenizer
                 self._counter = counter
@@ -115,7 +118,7 @@ class MiniLMEmbedder:
             return out
         encodings = self._tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        batches = [order[start:start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+        batches = [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
         if len(self._sessions) == 1 or len(batches) == 1:
             for batch in batches:
                 out[batch] = self._run(self._sessions[0], encodings, batch)

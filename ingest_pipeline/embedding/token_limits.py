@@ -51,7 +51,9 @@ def _cut(text: str, start: int, end: int) -> int:
     return end
 
 
-def windows(text: str, start: int = 0, end: int | None = None, size: int = WINDOW) -> Iterator[tuple[int, int]]:
+def windows(
+    text: str, start: int = 0, end: int | None = None, size: int = WINDOW
+) -> Iterator[tuple[int, int]]:
     """Consecutive character windows covering text[start:end], cut after whitespace."""
     end = len(text) if end is None else end
     pos = start
@@ -76,8 +78,12 @@ def over_limit(offsets: Offsets, text: str, limit: int) -> bool:
     return False
 
 
-def bounded_counts(offsets: Offsets, texts: Sequence[str], count: Callable[[Sequence[str]], list[int]],
-                   long: int = MAX_WINDOW) -> list[int]:
+def bounded_counts(
+    offsets: Offsets,
+    texts: Sequence[str],
+    count: Callable[[Sequence[str]], list[int]],
+    long: int = MAX_WINDOW,
+) -> list[int]:
     """Token counts with [CLS] and [SEP], as ``count`` gives them, but texts longer than
     ``long`` characters counted window by window (``count`` sees none longer than any
     window may be). Counting the 1,032 texts over 4,096 characters in FinanceBench's
@@ -210,12 +216,15 @@ def _pipe_tables(text: str, lines: list[_Line]) -> list[tuple[int, int]]:
     line, then the rows up to the first line without a pipe."""
     found, k = [], 0
     while k + 1 < len(lines):
-        head = text[lines[k].start:lines[k].end]
-        sep = text[lines[k + 1].start:lines[k + 1].end]
+        head = text[lines[k].start : lines[k].end]
+        sep = text[lines[k + 1].start : lines[k + 1].end]
         if "|" in head and "|" in sep and _PIPE_SEPARATOR.match(sep):
             end = k + 2
-            while end < len(lines) and "|" in text[lines[end].start:lines[end].end] and \
-                    text[lines[end].start:lines[end].end].strip():
+            while (
+                end < len(lines)
+                and "|" in text[lines[end].start : lines[end].end]
+                and text[lines[end].start : lines[end].end].strip()
+            ):
                 end += 1
             found.append((k, end))
             k = end
@@ -224,8 +233,9 @@ def _pipe_tables(text: str, lines: list[_Line]) -> list[tuple[int, int]]:
     return found
 
 
-def _atoms(piece: ChunkPiece, offsets: Offsets, budget: int) -> tuple[list[_Atom], dict[int, tuple[int, int, int]],
-                                                                     int | None]:
+def _atoms(
+    piece: ChunkPiece, offsets: Offsets, budget: int
+) -> tuple[list[_Atom], dict[int, tuple[int, int, int]], int | None]:
     """The piece text as atoms; per table its header (start, end, tokens); and the grid's
     header row count when the piece is a grid table."""
     text = piece.text
@@ -238,8 +248,16 @@ def _atoms(piece: ChunkPiece, offsets: Offsets, budget: int) -> tuple[list[_Atom
             a, b = lines[0].start, lines[grid_header - 1].end
             headers[0] = (a, b, count_tokens(offsets, text[a:b]))
         for number, line in enumerate(lines):
-            atoms.append(_Atom(line.start, line.end, count_tokens(offsets, text[line.start:line.end]), 0,
-                               number < grid_header, number))
+            atoms.append(
+                _Atom(
+                    line.start,
+                    line.end,
+                    count_tokens(offsets, text[line.start : line.end]),
+                    0,
+                    number < grid_header,
+                    number,
+                )
+            )
         return atoms, headers, grid_header
     tables = _pipe_tables(text, lines)
     pos = 0
@@ -249,8 +267,10 @@ def _atoms(piece: ChunkPiece, offsets: Offsets, budget: int) -> tuple[list[_Atom
         a, b = lines[first].start, lines[first + 1].end
         headers[index] = (a, b, count_tokens(offsets, text[a:b]))
         atoms.append(_Atom(a, b, headers[index][2], index, True))
-        for line in lines[first + 2:end]:
-            atoms.append(_Atom(line.start, line.end, count_tokens(offsets, text[line.start:line.end]), index))
+        for line in lines[first + 2 : end]:
+            atoms.append(
+                _Atom(line.start, line.end, count_tokens(offsets, text[line.start : line.end]), index)
+            )
         pos = lines[end - 1].end
     if pos < len(text):
         atoms.append(_Atom(pos, len(text), budget + 1))
@@ -265,8 +285,9 @@ def _atoms(piece: ChunkPiece, offsets: Offsets, budget: int) -> tuple[list[_Atom
     return out, headers, None
 
 
-def _pack(atoms: list[_Atom], headers: dict[int, tuple[int, int, int]], budget: int,
-          text: str, offsets: Offsets) -> list[_Part]:
+def _pack(
+    atoms: list[_Atom], headers: dict[int, tuple[int, int, int]], budget: int, text: str, offsets: Offsets
+) -> list[_Part]:
     """Greedy parts of consecutive atoms within the budget; a part that starts inside a
     table's body repeats that table's header (unless the header is half the budget)."""
     parts: list[_Part] = []
@@ -325,7 +346,7 @@ def split_to_limit(piece: ChunkPiece, offsets: Offsets, max_tokens: int) -> list
         a, b = part.atoms[0].start, part.atoms[-1].end
         body = text[a:b]
         head = headers.get(part.header_of) if part.header_of is not None else None
-        part_text = (text[head[0]:head[1]] + "\n" + body) if head else body
+        part_text = (text[head[0] : head[1]] + "\n" + body) if head else body
         if not part_text.strip():
             continue
         split: dict[str, Any] = {"part": number, "of": len(parts)}
@@ -344,8 +365,15 @@ def split_to_limit(piece: ChunkPiece, offsets: Offsets, max_tokens: int) -> list
                 split["rows"] = [rows[0], rows[-1]]
         meta = {**piece.meta, "token_split": split}
         meta.update(_offsets_meta(piece, a, b, head, len(part_text)))
-        out.append(replace(piece, text=part_text, embed_text=(prefix + part_text) if prefix else None,
-                           layout=layout, meta=meta))
+        out.append(
+            replace(
+                piece,
+                text=part_text,
+                embed_text=(prefix + part_text) if prefix else None,
+                layout=layout,
+                meta=meta,
+            )
+        )
     for number, part in enumerate(out, start=1):
         part.meta["token_split"]["part"], part.meta["token_split"]["of"] = number, len(out)
     return out
@@ -362,13 +390,30 @@ def _grid_part_layout(layout: Layout | None, rows: list[int], header_rows: int) 
         if cell.row not in index:
             continue
         span = 1
-        while span < cell.row_span and cell.row + span in index and index[cell.row + span] == index[cell.row] + span:
+        while (
+            span < cell.row_span
+            and cell.row + span in index
+            and index[cell.row + span] == index[cell.row] + span
+        ):
             span += 1
-        cells.append(TableCell(row=index[cell.row], col=cell.col, text=cell.text, row_span=span,
-                               col_span=cell.col_span, bbox=cell.bbox, header=cell.header or cell.row < header_rows))
+        cells.append(
+            TableCell(
+                row=index[cell.row],
+                col=cell.col,
+                text=cell.text,
+                row_span=span,
+                col_span=cell.col_span,
+                bbox=cell.bbox,
+                header=cell.header or cell.row < header_rows,
+            )
+        )
     kept_header = sum(1 for r in rows if r < header_rows)
-    return Layout(role=layout.role, table=TableLayout(rows=len(rows), cols=layout.table.cols, cells=tuple(cells),
-                                                       header_rows=kept_header))
+    return Layout(
+        role=layout.role,
+        table=TableLayout(
+            rows=len(rows), cols=layout.table.cols, cells=tuple(cells), header_rows=kept_header
+        ),
+    )
 
 
 def _offsets_meta(piece: ChunkPiece, a: int, b: int, head, chars: int) -> dict[str, Any]:
@@ -403,7 +448,9 @@ def relink(pieces: list[ChunkPiece]) -> list[ChunkPiece]:
 def relinked_metas(metas: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
     """``relink`` over a document's chunk metas in order: the new meta of each Markdown
     chunk, by position (none when nothing was split)."""
-    marked = [i for i, m in enumerate(metas) if isinstance(m.get("chunk_id"), str) and _CHK.match(m["chunk_id"])]
+    marked = [
+        i for i, m in enumerate(metas) if isinstance(m.get("chunk_id"), str) and _CHK.match(m["chunk_id"])
+    ]
     if not any("token_split" in metas[i] for i in marked):
         return {}
     width = max(6, len(str(len(marked))))
@@ -415,7 +462,9 @@ def relinked_metas(metas: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, An
         if "chunk_index" in meta:
             meta["chunk_index"] = k + 1
         if isinstance(meta.get("neighbors"), dict):
-            meta["neighbors"] = {"previous_chunk_id": ids[k - 1] if k else None,
-                                 "next_chunk_id": ids[k + 1] if k + 1 < len(ids) else None}
+            meta["neighbors"] = {
+                "previous_chunk_id": ids[k - 1] if k else None,
+                "next_chunk_id": ids[k + 1] if k + 1 < len(ids) else None,
+            }
         out[i] = meta
     return out

@@ -25,8 +25,11 @@ _JOINS = re.compile("[\x0b\x0c\x1c-\x1f\x85]")
 
 
 def _is_bert(tokenizer) -> bool:
-    kinds = (type(tokenizer.normalizer).__name__, type(tokenizer.pre_tokenizer).__name__,
-             type(tokenizer.model).__name__)
+    kinds = (
+        type(tokenizer.normalizer).__name__,
+        type(tokenizer.pre_tokenizer).__name__,
+        type(tokenizer.model).__name__,
+    )
     return kinds == ("BertNormalizer", "BertPreTokenizer", "WordPiece")
 
 
@@ -62,8 +65,9 @@ class WordCounter:
                     known.clear()
                 known.update(zip(new, self._tokenize(new)))
             whole = iter(self._tokenize([t for t, words in zip(texts, split) if words is None]))
-            out = [sum(map(known.__getitem__, words)) if words is not None else next(whole)
-                   for words in split]
+            out = [
+                sum(map(known.__getitem__, words)) if words is not None else next(whole) for words in split
+            ]
             for word in new:
                 if len(word) > self.LONGEST:
                     del known[word]

@@ -105,9 +105,14 @@ def _home_template() -> str | None:
         from dagster._core.instance.ref import InstanceRef
 
         home = ensure_dagster_home(folder)
-        config = {"module": __name__, "class": KeptOpenSqliteEventLogStorage.__name__,
-                  "config": {"base_dir": runs_directory(home)}}
-        instance = DagsterInstance.from_ref(InstanceRef.from_dir(home, overrides={"event_log_storage": config}))
+        config = {
+            "module": __name__,
+            "class": KeptOpenSqliteEventLogStorage.__name__,
+            "config": {"base_dir": runs_directory(home)},
+        }
+        instance = DagsterInstance.from_ref(
+            InstanceRef.from_dir(home, overrides={"event_log_storage": config})
+        )
         with instance.event_log_storage.index_connection():
             pass  # the index database is made on first use
         instance.dispose()
@@ -232,8 +237,13 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
     def config_type(cls) -> Any:
         from dagster import Field, StringSource
 
-        return {"base_dir": Field(StringSource, is_required=False,
-                                  description="Default: $DAGSTER_HOME/history/runs, as Dagster's own.")}
+        return {
+            "base_dir": Field(
+                StringSource,
+                is_required=False,
+                description="Default: $DAGSTER_HOME/history/runs, as Dagster's own.",
+            )
+        }
 
     @classmethod
     def from_config_value(cls, inst_data: Any, config_value: Any) -> KeptOpenSqliteEventLogStorage:
@@ -241,8 +251,10 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
         if not base_dir:
             home = os.environ.get("DAGSTER_HOME")
             if not home:
-                raise RuntimeError("KeptOpenSqliteEventLogStorage needs DAGSTER_HOME (or a base_dir in its config) "
-                                   "to know where the runs' event logs are")
+                raise RuntimeError(
+                    "KeptOpenSqliteEventLogStorage needs DAGSTER_HOME (or a base_dir in its config) "
+                    "to know where the runs' event logs are"
+                )
             base_dir = runs_directory(home)
         return cls(base_dir, inst_data=inst_data)
 
@@ -254,8 +266,9 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
         if engine is not None:
             self._engines.move_to_end(shard)
             return engine
-        engine = sqlalchemy.create_engine(self.conn_string_for_shard(shard),
-                                          connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS})
+        engine = sqlalchemy.create_engine(
+            self.conn_string_for_shard(shard), connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}
+        )
 
         @sqlalchemy.event.listens_for(engine, "connect")
         def _journal(dbapi_connection, _record):  # every connection of this engine
@@ -318,16 +331,22 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
             if mirrored:
                 asset_events = [group[i] for i in mirrored]
                 with self.index_transaction() as conn:
-                    inserted = conn.execute(SqlEventLogStorageTable.insert().returning(
-                        SqlEventLogStorageTable.c.id, sort_by_parameter_order=True), [rows[i] for i in mirrored])
+                    inserted = conn.execute(
+                        SqlEventLogStorageTable.insert().returning(
+                            SqlEventLogStorageTable.c.id, sort_by_parameter_order=True
+                        ),
+                        [rows[i] for i in mirrored],
+                    )
                     ids = [row[0] for row in inserted]
                     self._store_asset_event_tags(conn, asset_events, ids)
                     for event, event_id in _last_of_each_kind(asset_events, ids):
                         self._store_asset_event(conn, event, event_id)
             for event, row in zip(group, rows):
                 if kind(event) in ASSET_CHECK_EVENTS:
-                    with self.index_connection() as conn, db_result(
-                            conn, SqlEventLogStorageTable.insert().values(**row)) as result:
+                    with (
+                        self.index_connection() as conn,
+                        db_result(conn, SqlEventLogStorageTable.insert().values(**row)) as result,
+                    ):
                         event_id = result.inserted_primary_key[0]
                     self.store_asset_check_event(event, event_id)
 
@@ -340,11 +359,15 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
 
         if not (event.dagster_event and event.dagster_event.asset_key):
             return
-        values = self._get_asset_entry_values(event, event_id, self._has_asset_key_index_cols_on_connection(conn))
+        values = self._get_asset_entry_values(
+            event, event_id, self._has_asset_key_index_cols_on_connection(conn)
+        )
         if not values:
             return
         key = event.dagster_event.asset_key.to_string()
-        updated = conn.execute(AssetKeyTable.update().values(**values).where(AssetKeyTable.c.asset_key == key))
+        updated = conn.execute(
+            AssetKeyTable.update().values(**values).where(AssetKeyTable.c.asset_key == key)
+        )
         if updated.rowcount == 0:
             conn.execute(AssetKeyTable.insert().values(asset_key=key, **values))
 
@@ -358,16 +381,24 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
         return found
 
     def has_table(self, table_name: str) -> bool:
-        return self._seen(table_name, lambda: super(KeptOpenSqliteEventLogStorage, self).has_table(table_name))
+        return self._seen(
+            table_name, lambda: super(KeptOpenSqliteEventLogStorage, self).has_table(table_name)
+        )
 
     def _has_asset_key_col_on_connection(self, conn: Any, column_name: str) -> bool:
         # Asked before every asset event.
-        return self._seen(("asset_keys", column_name), lambda: super(
-            KeptOpenSqliteEventLogStorage, self)._has_asset_key_col_on_connection(conn, column_name))
+        return self._seen(
+            ("asset_keys", column_name),
+            lambda: super(KeptOpenSqliteEventLogStorage, self)._has_asset_key_col_on_connection(
+                conn, column_name
+            ),
+        )
 
     def has_secondary_index(self, name: str) -> bool:
-        return self._seen(("secondary_index", name),
-                          lambda: super(KeptOpenSqliteEventLogStorage, self).has_secondary_index(name))
+        return self._seen(
+            ("secondary_index", name),
+            lambda: super(KeptOpenSqliteEventLogStorage, self).has_secondary_index(name),
+        )
 
     def _kept_partitions(self, name: str) -> tuple[list[str], frozenset[str]] | None:
         kept = self._partitions.get(name)

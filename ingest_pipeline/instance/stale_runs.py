@@ -65,8 +65,10 @@ def fail_stale_runs(instance: Any) -> list[StaleRun]:
             continue
         pid = int(run.tags[PID_TAG])
         instance.report_run_failed(
-            run, message=f"Marked failed by a later ingest: process {pid}, which ran it in process, is gone "
-                         "(killed?); its pool slots were freed.")
+            run,
+            message=f"Marked failed by a later ingest: process {pid}, which ran it in process, is gone "
+            "(killed?); its pool slots were freed.",
+        )
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         stale.append(StaleRun(run.run_id, run.job_name, pid))
     storage = instance.event_log_storage

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 from ingest_pipeline.layout.lines import Line, overlap, union
 
-_BULLET = re.compile(r"^(?:[\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013\u2014*\-]\s|\(?\d{1,3}[.)]\s|\(?[a-zA-Z][.)]\s)")
+_BULLET = re.compile(
+    r"^(?:[\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013\u2014*\-]\s|\(?\d{1,3}[.)]\s|\(?[a-zA-Z][.)]\s)"
+)
 
 
 @dataclass
@@ -58,8 +60,9 @@ def running_lines(pages_lines: Sequence[Sequence[Line]], heights: Sequence[float
     return found
 
 
-_PAGE_NUMBER = re.compile(r"(?:page\s+)?([A-Z]{1,2}\s?[-\u2013]\s?)?(\d{1,3})(?:\s+of\s+\d{1,4})?",
-                          re.IGNORECASE)
+_PAGE_NUMBER = re.compile(
+    r"(?:page\s+)?([A-Z]{1,2}\s?[-\u2013]\s?)?(\d{1,3})(?:\s+of\s+\d{1,4})?", re.IGNORECASE
+)
 _ROMAN = re.compile(r"[ivxlc]{1,7}", re.IGNORECASE)
 _ROMAN_VALUES = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}
 
@@ -74,8 +77,9 @@ def _printed_number(text: str) -> tuple[str, int] | None:
     if _ROMAN.fullmatch(text):
         values = [_ROMAN_VALUES[c] for c in text.lower()]
         # a numeral before a larger one subtracts: "iv" is 4, "xiv" 14
-        return "roman", sum(-v if i + 1 < len(values) and v < values[i + 1] else v
-                            for i, v in enumerate(values))
+        return "roman", sum(
+            -v if i + 1 < len(values) and v < values[i + 1] else v for i, v in enumerate(values)
+        )
     return None
 
 
@@ -112,8 +116,17 @@ def paragraphs(lines: Sequence[Line], height: float, running: set[int] = frozens
     body_size = statistics.median(sizes) if sizes else 0.0
     current: Paragraph | None = None
     for i, ln in enumerate(lines):
-        role = "page_header" if i in running and ln.cy < height / 2 else ("page_footer" if i in running else None)
-        if current is not None and role is None and current.role == "paragraph" and _continues(current, ln, median_pitch):
+        role = (
+            "page_header"
+            if i in running and ln.cy < height / 2
+            else ("page_footer" if i in running else None)
+        )
+        if (
+            current is not None
+            and role is None
+            and current.role == "paragraph"
+            and _continues(current, ln, median_pitch)
+        ):
             current.lines.append(ln)
             continue
         current = Paragraph([ln], role or "paragraph")

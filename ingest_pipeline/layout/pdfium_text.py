@@ -15,12 +15,12 @@ import re
 from ingest_pipeline.layout.frames import PageFrame, page_frame
 from ingest_pipeline.layout.lines import (
     CROP_KEEP,
-    Fragment,
     GAP_FACTOR,
-    Line,
     PERP_OVERLAP,
     RTL,
     SOLID,
+    Fragment,
+    Line,
     along,
     is_rtl,
     merge_fragments,
@@ -136,8 +136,8 @@ def _horizontal_fragment(acc, frame, text, s, e, first, rects):
     """The common case, inlined: an unrotated left-to-right line whose rects form one
     row with small gaps. When they do not, the line's font size, for the general path."""
     cx0, cy1 = frame.cx0, frame.cy1
-    l, b, r, t = rects[0]
-    x0, x1, top, bottom = l, r, t, b
+    left, b, r, t = rects[0]
+    x0, x1, top, bottom = left, r, t, b
     height = t - b
     for l2, b2, r2, t2 in rects[1:]:
         if l2 < x0:
@@ -170,8 +170,13 @@ def _horizontal_fragment(acc, frame, text, s, e, first, rects):
     ll, lb, lr, lt = rects[-1]
     return [
         Fragment(
-            text[s:e], [x0 - cx0, cy1 - top, x1 - cx0, cy1 - bottom], 0, size, first,
-            head=(fl - cx0, cy1 - ft, fr - cx0, cy1 - fb), tail=(ll - cx0, cy1 - lt, lr - cx0, cy1 - lb),
+            text[s:e],
+            [x0 - cx0, cy1 - top, x1 - cx0, cy1 - bottom],
+            0,
+            size,
+            first,
+            head=(fl - cx0, cy1 - ft, fr - cx0, cy1 - fb),
+            tail=(ll - cx0, cy1 - lt, lr - cx0, cy1 - lb),
         )
     ]
 
@@ -205,7 +210,11 @@ def _rect_fragments(acc, frame, text, s, e, first, d, rects):
         b = boxes[j]
         a0, a1 = along(b, d)
         p0, p1 = perp(b, d)
-        if a0 < pa1 - back or a0 - pa1 > gap_limit or overlap(p0, p1, pp0, pp1) < PERP_OVERLAP * min(p1 - p0, pp1 - pp0):
+        if (
+            a0 < pa1 - back
+            or a0 - pa1 > gap_limit
+            or overlap(p0, p1, pp0, pp1) < PERP_OVERLAP * min(p1 - p0, pp1 - pp0)
+        ):
             breaks.append(j)
             pa1 = a1
         else:
@@ -227,10 +236,10 @@ def _rect_fragments(acc, frame, text, s, e, first, d, rects):
     frags = []
     bounds = [0, *breaks, len(boxes)]
     for k in range(len(cuts) - 1):
-        piece = text[cuts[k]:cuts[k + 1]]
+        piece = text[cuts[k] : cuts[k + 1]]
         if not piece.strip():
             continue
-        part = boxes[bounds[k]:bounds[k + 1]]
+        part = boxes[bounds[k] : bounds[k + 1]]
         if not part:
             continue
         pe = max(perp(b, d)[1] - perp(b, d)[0] for b in part)
@@ -262,7 +271,15 @@ def _char_fragments(acc, frame, text, s, e, rotation, per_char_angle: bool):
         nonlocal cur_chars, cur_box, prev_a1, pending_space, size
         if cur_box is not None and "".join(cur_chars).strip():
             pe = perp(cur_box, cur_dir)
-            frags.append(Fragment("".join(cur_chars), list(cur_box), cur_dir, max(size or 0.0, pe[1] - pe[0], 1.0), cur_first))
+            frags.append(
+                Fragment(
+                    "".join(cur_chars),
+                    list(cur_box),
+                    cur_dir,
+                    max(size or 0.0, pe[1] - pe[0], 1.0),
+                    cur_first,
+                )
+            )
         cur_chars, cur_box, prev_a1, pending_space, size = [], None, None, False, None
 
     for i in range(s, e):
@@ -300,11 +317,15 @@ def _char_fragments(acc, frame, text, s, e, rotation, per_char_angle: bool):
             limit = GAP_FACTOR * (size or (cp1 - cp0))
             # min and max written out: this runs once per glyph
             ext, cext, width = p1 - p0, cp1 - cp0, a1 - a0
-            if (d != cur_dir
-                    or ((p1 if p1 < cp1 else cp1) - (p0 if p0 > cp0 else cp0)
-                        < PERP_OVERLAP * (ext if ext < cext else cext))
-                    or a0 - prev_a1 > limit
-                    or a0 < prev_a1 - (limit if limit > width else width) * 1.5):
+            if (
+                d != cur_dir
+                or (
+                    (p1 if p1 < cp1 else cp1) - (p0 if p0 > cp0 else cp0)
+                    < PERP_OVERLAP * (ext if ext < cext else cext)
+                )
+                or a0 - prev_a1 > limit
+                or a0 < prev_a1 - (limit if limit > width else width) * 1.5
+            ):
                 flush()
         if cur_box is None:
             cur_box, cur_dir, cur_first = [b0, b1, b2, b3], d, i
@@ -364,7 +385,11 @@ def extract_lines(page, textpage, raw, ctypes, frame: PageFrame | None = None) -
                 d = quantize(a_first, rotation)
                 boxes = [frame.box(*r) for r in rects]
                 pe = max(perp(b, d)[1] - perp(b, d)[0] for b in boxes)
-                got = [Fragment(segment, union(boxes), d, _size_of(acc, first, pe, d in (90, 270)), first, rtl=True)]
+                got = [
+                    Fragment(
+                        segment, union(boxes), d, _size_of(acc, first, pe, d in (90, 270)), first, rtl=True
+                    )
+                ]
         if got is None and not per_glyph and not mixed:
             rects = acc.rects(s, e - s)
             if rects:

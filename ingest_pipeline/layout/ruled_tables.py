@@ -43,7 +43,9 @@ def _apply(m, x, y):
     return (m[0] * x + m[2] * y + m[4], m[1] * x + m[3] * y + m[5])
 
 
-def page_rules(page, frame: PageFrame, raw, ctypes, max_objects: int = 20000, max_segments: int = 64) -> list[Rule]:
+def page_rules(
+    page, frame: PageFrame, raw, ctypes, max_objects: int = 20000, max_segments: int = 64
+) -> list[Rule]:
     """Horizontal and vertical rules drawn on the page (thin paths, and the straight
     edges of stroked paths), including those inside form XObjects, in display space."""
     rules: list[Rule] = []
@@ -96,7 +98,12 @@ def page_rules(page, frame: PageFrame, raw, ctypes, max_objects: int = 20000, ma
         else:
             corners = [
                 frame.point(*_apply(parent_m, x, y))
-                for x, y in ((fl.value, fb.value), (fr.value, ft.value), (fl.value, ft.value), (fr.value, fb.value))
+                for x, y in (
+                    (fl.value, fb.value),
+                    (fr.value, ft.value),
+                    (fl.value, ft.value),
+                    (fr.value, fb.value),
+                )
             ]
             x0, x1 = min(p[0] for p in corners), max(p[0] for p in corners)
             y0, y1 = min(p[1] for p in corners), max(p[1] for p in corners)
@@ -215,7 +222,9 @@ class RuledTable:
 
 def _covered(rules: list[Rule], pos: float, a: float, b: float) -> bool:
     """Whether rules at ``pos`` cover most of the span [a, b]."""
-    spans = sorted((max(r.a, a), min(r.b, b)) for r in rules if abs(r.pos - pos) <= SNAP and r.b > a and r.a < b)
+    spans = sorted(
+        (max(r.a, a), min(r.b, b)) for r in rules if abs(r.pos - pos) <= SNAP and r.b > a and r.a < b
+    )
     total, reach = 0.0, a
     for s, e in spans:
         s = max(s, reach)

@@ -8,11 +8,22 @@ from dataclasses import dataclass, field
 from ingest_pipeline.office.safety import localname, rel_attr
 
 _KINDS = {
-    "barChart": "Bar chart", "bar3DChart": "Bar chart", "lineChart": "Line chart", "line3DChart": "Line chart",
-    "pieChart": "Pie chart", "pie3DChart": "Pie chart", "doughnutChart": "Doughnut chart",
-    "areaChart": "Area chart", "area3DChart": "Area chart", "scatterChart": "Scatter chart",
-    "bubbleChart": "Bubble chart", "radarChart": "Radar chart", "stockChart": "Stock chart",
-    "surfaceChart": "Surface chart", "surface3DChart": "Surface chart", "ofPieChart": "Pie chart",
+    "barChart": "Bar chart",
+    "bar3DChart": "Bar chart",
+    "lineChart": "Line chart",
+    "line3DChart": "Line chart",
+    "pieChart": "Pie chart",
+    "pie3DChart": "Pie chart",
+    "doughnutChart": "Doughnut chart",
+    "areaChart": "Area chart",
+    "area3DChart": "Area chart",
+    "scatterChart": "Scatter chart",
+    "bubbleChart": "Bubble chart",
+    "radarChart": "Radar chart",
+    "stockChart": "Stock chart",
+    "surfaceChart": "Surface chart",
+    "surface3DChart": "Surface chart",
+    "ofPieChart": "Pie chart",
 }
 
 

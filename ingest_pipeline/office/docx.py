@@ -20,11 +20,32 @@ from dataclasses import dataclass, field
 
 from ingest_pipeline.office.safety import DEFAULT_LIMITS, PackageLimits, attr, localname, open_package
 
-_SKIP_INLINE = frozenset({
-    "pPr", "rPr", "sectPr", "sdtPr", "sdtEndPr", "del", "moveFrom", "delText", "delInstrText",
-    "instrText", "fldChar", "Fallback", "tblPr", "trPr", "tcPr", "tblGrid", "commentRangeStart",
-    "commentRangeEnd", "bookmarkStart", "bookmarkEnd", "proofErr", "lastRenderedPageBreak",
-})
+_SKIP_INLINE = frozenset(
+    {
+        "pPr",
+        "rPr",
+        "sectPr",
+        "sdtPr",
+        "sdtEndPr",
+        "del",
+        "moveFrom",
+        "delText",
+        "delInstrText",
+        "instrText",
+        "fldChar",
+        "Fallback",
+        "tblPr",
+        "trPr",
+        "tcPr",
+        "tblGrid",
+        "commentRangeStart",
+        "commentRangeEnd",
+        "bookmarkStart",
+        "bookmarkEnd",
+        "proofErr",
+        "lastRenderedPageBreak",
+    }
+)
 _WRAPPERS = frozenset({"sdt", "sdtContent", "customXml", "ins", "moveTo", "smartTag"})
 _HEADING = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 _FALSE = ("0", "false", "off")
@@ -42,7 +63,9 @@ class TableData:
         grid: dict[int, dict[int, str]] = {}
         for row, col, text, _rs, _cs in self.cells:
             grid.setdefault(row, {})[col] = " ".join(text.split())
-        return "\n".join("\t".join(grid.get(r, {}).get(c, "") for c in range(self.cols)) for r in range(self.rows))
+        return "\n".join(
+            "\t".join(grid.get(r, {}).get(c, "") for c in range(self.cols)) for r in range(self.rows)
+        )
 
 
 @dataclass
@@ -74,8 +97,21 @@ class DocSection:
 
 def _roman(n: int) -> str:
     out = ""
-    for value, letters in ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"),
-                           (50, "l"), (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i")):
+    for value, letters in (
+        (1000, "m"),
+        (900, "cm"),
+        (500, "d"),
+        (400, "cd"),
+        (100, "c"),
+        (90, "xc"),
+        (50, "l"),
+        (40, "xl"),
+        (10, "x"),
+        (9, "ix"),
+        (5, "v"),
+        (4, "iv"),
+        (1, "i"),
+    ):
         while n >= value:
             out += letters
             n -= value
@@ -181,8 +217,12 @@ def _int(value: str | None, default: int) -> int:
 
 
 class _Walker:
-    def __init__(self, styles: dict[str, str], style_numbering: dict[str, tuple[str | None, int | None]] | None = None,
-                 numbering: _Numbering | None = None) -> None:
+    def __init__(
+        self,
+        styles: dict[str, str],
+        style_numbering: dict[str, tuple[str | None, int | None]] | None = None,
+        numbering: _Numbering | None = None,
+    ) -> None:
         self.styles = styles
         self.style_numbering = style_numbering or {}
         self.numbering = numbering
@@ -271,15 +311,17 @@ class _Walker:
             level = 0
         elif outline is not None and outline <= 9:
             level = outline
-        out.append(DocBlock(
-            kind="paragraph",
-            text="".join(visible),
-            hidden_text="".join(hidden),
-            style=style,
-            heading_level=level,
-            list_item=numbered or style.lower().startswith("list"),
-            source=source,
-        ))
+        out.append(
+            DocBlock(
+                kind="paragraph",
+                text="".join(visible),
+                hidden_text="".join(hidden),
+                style=style,
+                heading_level=level,
+                list_item=numbered or style.lower().startswith("list"),
+                source=source,
+            )
+        )
         for box in boxes:
             self.blocks(box, out, "textbox")
 
@@ -461,7 +503,9 @@ def _styles(package, main: str) -> tuple[dict[str, str], dict[str, tuple[str | N
                         for prop in child:
                             if localname(prop) == "numPr":
                                 num_id = next((attr(c, "val") for c in prop if localname(c) == "numId"), None)
-                                ilvl = next((_int(attr(c, "val"), 0) for c in prop if localname(c) == "ilvl"), None)
+                                ilvl = next(
+                                    (_int(attr(c, "val"), 0) for c in prop if localname(c) == "ilvl"), None
+                                )
                                 own[sid] = (num_id, ilvl)
     numbering: dict[str, tuple[str | None, int | None]] = {}
     for sid in names:

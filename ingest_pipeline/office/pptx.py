@@ -23,9 +23,20 @@ Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in slide EMUs
 _TRUE = ("1", "true", "on")
 # Layout placeholder type -> the master placeholder type it inherits from.
 _MASTER_TYPE = {
-    "ctrTitle": "title", "title": "title", "subTitle": "body", "body": "body", "obj": "body",
-    "chart": "body", "tbl": "body", "clipArt": "body", "dgm": "body", "media": "body", "pic": "body",
-    "dt": "dt", "ftr": "ftr", "sldNum": "sldNum",
+    "ctrTitle": "title",
+    "title": "title",
+    "subTitle": "body",
+    "body": "body",
+    "obj": "body",
+    "chart": "body",
+    "tbl": "body",
+    "clipArt": "body",
+    "dgm": "body",
+    "media": "body",
+    "pic": "body",
+    "dt": "dt",
+    "ftr": "ftr",
+    "sldNum": "sldNum",
 }
 _TITLE_TYPES = frozenset({"title", "ctrTitle", "vertTitle"})
 _RASTER_MAGIC = (
@@ -86,7 +97,12 @@ class SlideData:
         def key(item: ShapeItem):
             if item.frame is None:
                 return (1, math.inf, math.inf, item.order)
-            return (0 if item.title else 1, 0 if item.title else round(item.frame[1] / band), item.frame[0], item.order)
+            return (
+                0 if item.title else 1,
+                0 if item.title else round(item.frame[1] / band),
+                item.frame[0],
+                item.order,
+            )
 
         return sorted(self.items, key=key)
 
@@ -134,8 +150,10 @@ def read_xfrm(node) -> Xfrm | None:
         return None
     try:
         return Xfrm(
-            x=float(off.get("x", "0")), y=float(off.get("y", "0")),
-            cx=float(ext.get("cx", "0")), cy=float(ext.get("cy", "0")),
+            x=float(off.get("x", "0")),
+            y=float(off.get("y", "0")),
+            cx=float(ext.get("cx", "0")),
+            cy=float(ext.get("cy", "0")),
             rot=float(node.get("rot", "0")) / 60000.0,
             flip_h=(node.get("flipH") or "").lower() in _TRUE,
             flip_v=(node.get("flipV") or "").lower() in _TRUE,
@@ -269,8 +287,14 @@ class _PlaceholderFrames:
         self.master: list[tuple[str, str, Xfrm | None]] = []
         if layout_part:
             self.layout = self._collect(package, layout_part)
-            master_part = next((t for rt, t, ext in package.rels(layout_part).values()
-                                if not ext and rt.endswith("/slideMaster") and package.has(t)), None)
+            master_part = next(
+                (
+                    t
+                    for rt, t, ext in package.rels(layout_part).values()
+                    if not ext and rt.endswith("/slideMaster") and package.has(t)
+                ),
+                None,
+            )
             if master_part:
                 self.master = self._collect(package, master_part)
 
@@ -328,7 +352,12 @@ class _SlideWalker:
             shape_hidden = hidden or _is_hidden(shape)
             if name == "grpSp":
                 xfrm = _own_xfrm(shape)
-                ok = group_ok and xfrm is not None and (xfrm.ch_cx is None or xfrm.ch_cx > 0) and (xfrm.ch_cy is None or xfrm.ch_cy > 0)
+                ok = (
+                    group_ok
+                    and xfrm is not None
+                    and (xfrm.ch_cx is None or xfrm.ch_cx > 0)
+                    and (xfrm.ch_cy is None or xfrm.ch_cy > 0)
+                )
                 self.walk(shape, groups + ((xfrm,) if xfrm is not None else ()), shape_hidden, ok)
                 continue
             try:
@@ -396,7 +425,9 @@ class _SlideWalker:
 
     def table(self, tbl, local: Box | None, groups, common) -> None:
         grid = _find(tbl, "tblGrid")
-        widths = [float(c.get("w", "0")) for c in (grid if grid is not None else ()) if localname(c) == "gridCol"]
+        widths = [
+            float(c.get("w", "0")) for c in (grid if grid is not None else ()) if localname(c) == "gridCol"
+        ]
         rows = [r for r in tbl if localname(r) == "tr"]
         heights = [float(r.get("h", "0")) for r in rows]
         cells: list[TableCellData] = []
@@ -405,13 +436,19 @@ class _SlideWalker:
             for tc in tr:
                 if localname(tc) != "tc":
                     continue
-                spanned = (tc.get("hMerge") or "").lower() in _TRUE or (tc.get("vMerge") or "").lower() in _TRUE
+                spanned = (tc.get("hMerge") or "").lower() in _TRUE or (
+                    tc.get("vMerge") or ""
+                ).lower() in _TRUE
                 if not spanned:
-                    cells.append(TableCellData(
-                        row=r, col=c, text=text_of(_find(tc, "txBody")),
-                        row_span=min(max(1, int(tc.get("rowSpan") or "1")), len(rows) - r),
-                        col_span=min(max(1, int(tc.get("gridSpan") or "1")), max(len(widths) - c, 1)),
-                    ))
+                    cells.append(
+                        TableCellData(
+                            row=r,
+                            col=c,
+                            text=text_of(_find(tc, "txBody")),
+                            row_span=min(max(1, int(tc.get("rowSpan") or "1")), len(rows) - r),
+                            col_span=min(max(1, int(tc.get("gridSpan") or "1")), max(len(widths) - c, 1)),
+                        )
+                    )
                 c += 1
         cols = max([len(widths)] + [cell.col + cell.col_span for cell in cells] + [0])
         if local is not None and len(widths) == cols and rows:
@@ -504,17 +541,30 @@ def load_presentation(content: bytes, limits: PackageLimits = DEFAULT_LIMITS) ->
             # One broken slide fails its own page, not the deck.
             slides.append(SlideData(index=index, width=width, height=height, error=str(exc)))
             continue
-        slide = SlideData(index=index, width=width, height=height,
-                          hidden=(sld.get("show") or "1").lower() in ("0", "false"))
+        slide = SlideData(
+            index=index, width=width, height=height, hidden=(sld.get("show") or "1").lower() in ("0", "false")
+        )
         slide_rels = package.rels(part)
-        layout_part = next((t for rt, t, ext in slide_rels.values()
-                            if not ext and rt.endswith("/slideLayout") and package.has(t)), None)
+        layout_part = next(
+            (
+                t
+                for rt, t, ext in slide_rels.values()
+                if not ext and rt.endswith("/slideLayout") and package.has(t)
+            ),
+            None,
+        )
         walker = _SlideWalker(package, part, slide, _PlaceholderFrames(package, layout_part))
         tree = next((n for n in sld.iter() if localname(n) == "spTree"), None)
         if tree is not None:
             walker.walk(tree, (), slide.hidden, True)
-        notes_part = next((t for rt, t, ext in slide_rels.values()
-                           if not ext and rt.endswith("/notesSlide") and package.has(t)), None)
+        notes_part = next(
+            (
+                t
+                for rt, t, ext in slide_rels.values()
+                if not ext and rt.endswith("/notesSlide") and package.has(t)
+            ),
+            None,
+        )
         if notes_part:
             notes = package.optional_xml(notes_part)
             slide.notes = _notes_text(notes) if notes is not None else ""

@@ -16,7 +16,9 @@ from typing import Any
 OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 MiB = 1024 * 1024
 _READ_BLOCK = 1 << 16
-_DTD_MARKERS = tuple(m.encode(e) for m in ("<!DOCTYPE", "<!ENTITY") for e in ("ascii", "utf-16-le", "utf-16-be"))
+_DTD_MARKERS = tuple(
+    m.encode(e) for m in ("<!DOCTYPE", "<!ENTITY") for e in ("ascii", "utf-16-le", "utf-16-be")
+)
 _MARKER_OVERLAP = max(len(m) for m in _DTD_MARKERS) - 1
 
 
@@ -174,7 +176,8 @@ class SafePackage:
                     self._inflated += len(block)
                     if read > self.limits.max_entry_bytes:
                         raise PackageError(
-                            f"zip bomb guard: part {stored} inflates beyond {self.limits.max_entry_bytes} bytes"
+                            f"zip bomb guard: part {stored} inflates "
+                            f"beyond {self.limits.max_entry_bytes} bytes"
                         )
                     if self._inflated > self.limits.max_total_bytes:
                         raise PackageError(

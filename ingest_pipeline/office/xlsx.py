@@ -23,7 +23,9 @@ from ingest_pipeline.office.safety import (
 )
 
 NO_VALUE_MARKER = "#NO-CACHED-VALUE"
-_BUILTIN_DATE_FORMATS = frozenset(range(14, 23)) | frozenset(range(27, 37)) | frozenset(range(45, 48)) | frozenset(range(50, 59))
+_BUILTIN_DATE_FORMATS = (
+    frozenset(range(14, 23)) | frozenset(range(27, 37)) | frozenset(range(45, 48)) | frozenset(range(50, 59))
+)
 _CELL_REF = re.compile(r"^\$?([A-Za-z]{1,3})\$?([0-9]+)$")
 _QUOTED = re.compile(r'"[^"]*"|\[[^\]]*\]|\\.')
 
@@ -147,15 +149,23 @@ class _Workbook:
                 kind = "chartsheet" if rel and "chartsheet" in rel[0].lower() else "worksheet"
                 if rel is None:
                     part, kind = self._conventional_sheet(len(self.sheets) + 1, element.get("sheetId"))
-                self.sheets.append((element.get("name") or f"Sheet{len(self.sheets) + 1}",
-                                    element.get("state") or "visible", part or "", kind))
+                self.sheets.append(
+                    (
+                        element.get("name") or f"Sheet{len(self.sheets) + 1}",
+                        element.get("state") or "visible",
+                        part or "",
+                        kind,
+                    )
+                )
         self.shared: list[str] = []
         self.date_styles: set[int] = set()
         parts = [(t, target) for t, target, external in rels.values() if not external]
         if self.rels_missing:
             directory = self.part.rsplit("/", 1)[0] if "/" in self.part else ""
-            parts = [("/sharedStrings", f"{directory}/sharedStrings.xml".lstrip("/")),
-                     ("/styles", f"{directory}/styles.xml".lstrip("/"))]
+            parts = [
+                ("/sharedStrings", f"{directory}/sharedStrings.xml".lstrip("/")),
+                ("/styles", f"{directory}/styles.xml".lstrip("/")),
+            ]
         for rtype, target in parts:
             if rtype.endswith("/sharedStrings") and package.has(target):
                 self._read_shared(target)
@@ -220,7 +230,11 @@ def _read_sheet(book: _Workbook, index: int, name: str, state: str, part: str, k
     sheet = SheetData(name=name, index=index, state=state, kind=kind)
     if not part or not book.package.has(part):
         # A sheet whose part cannot be found is unread, not blank.
-        why = "the workbook's relationships part is missing" if book.rels_missing else "its relationship is broken"
+        why = (
+            "the workbook's relationships part is missing"
+            if book.rels_missing
+            else "its relationship is broken"
+        )
         sheet.error = f"sheet {name!r}: its part was not found ({why})"
         return sheet
     package = book.package

@@ -5,11 +5,11 @@ from __future__ import annotations
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.readers.base import PageReader, ReadOptions
+from ingest_pipeline.readers.docx import DocxReader
 from ingest_pipeline.readers.ocr import DEFAULT_OCR_DPI, RapidOcrReader, ocr_dpi, ocr_enabled, ocr_pdf_pages
 from ingest_pipeline.readers.pdf import PdfTextReader
-from ingest_pipeline.readers.text import TextReader
-from ingest_pipeline.readers.docx import DocxReader
 from ingest_pipeline.readers.pptx import PptxReader
+from ingest_pipeline.readers.text import TextReader
 from ingest_pipeline.readers.xlsx import Ole2Reader, XlsxReader
 
 

@@ -74,7 +74,9 @@ def recognize(image) -> tuple[tuple[LocatedLine, ...], str]:
         box = (max(min(xs), 0.0), max(min(ys), 0.0), min(max(xs), width), min(max(ys), height))
         if box[2] <= box[0] or box[3] <= box[1]:
             continue
-        lines.append(LocatedLine(text=text, box=box, space=(float(width), float(height)), confidence=float(score)))
+        lines.append(
+            LocatedLine(text=text, box=box, space=(float(width), float(height)), confidence=float(score))
+        )
     return tuple(lines), "\n".join(line.text for line in lines)
 
 
@@ -109,11 +111,18 @@ class RapidOcrReader:
             if not outputs:
                 raise DocumentError(f"image cannot be decoded: {exc}") from None
             outputs.append(
-                PageOutput(page=len(outputs) + 1, status="failed", reader=self.ref, reason=f"frame cannot be decoded: {exc}")
+                PageOutput(
+                    page=len(outputs) + 1,
+                    status="failed",
+                    reader=self.ref,
+                    reason=f"frame cannot be decoded: {exc}",
+                )
             )
         return tuple(outputs)
 
-    def read_image(self, image, number: int, width: float | None = None, height: float | None = None) -> PageOutput:
+    def read_image(
+        self, image, number: int, width: float | None = None, height: float | None = None
+    ) -> PageOutput:
         """One page from one image; ``width``/``height`` are the page's own size when
         the image is a rendering of it (else the image's pixels)."""
         w = float(width if width is not None else image.width)
@@ -122,13 +131,21 @@ class RapidOcrReader:
             lines, text = recognize(image)
         except Exception as exc:  # noqa: BLE001 - one image that OCR chokes on fails alone
             log.warning("OCR failed on page %d", number, exc_info=True)
-            return PageOutput(page=number, status="failed", reader=self.ref, reason=f"OCR failed: {exc}", width=w, height=h)
+            return PageOutput(
+                page=number, status="failed", reader=self.ref, reason=f"OCR failed: {exc}", width=w, height=h
+            )
         if not lines:
             return PageOutput(
-                page=number, status="unreadable", reader=self.ref, width=w, height=h,
+                page=number,
+                status="unreadable",
+                reader=self.ref,
+                width=w,
+                height=h,
                 reason="no text layer and OCR found no text",
             )
-        return PageOutput(page=number, status="read", reader=self.ref, text=text, width=w, height=h, lines=lines)
+        return PageOutput(
+            page=number, status="read", reader=self.ref, text=text, width=w, height=h, lines=lines
+        )
 
 
 def needs_ocr(page: PageOutput) -> bool:
@@ -141,7 +158,9 @@ def ocr_concerns(page: PageOutput) -> bool:
     return page.reader.startswith(f"{RapidOcrReader.id}@") or needs_ocr(page)
 
 
-def ocr_pdf_pages(content: bytes, pages: Sequence[PageOutput], options: ReadOptions) -> tuple[PageOutput, ...]:
+def ocr_pdf_pages(
+    content: bytes, pages: Sequence[PageOutput], options: ReadOptions
+) -> tuple[PageOutput, ...]:
     """Replace the image-only pages of a PDF by what OCR reads on them; pages OCR reads
     nothing on stay unreadable, now with OCR's verdict (pdf@1 renders them to images)."""
     todo = [p for p in pages if needs_ocr(p)]

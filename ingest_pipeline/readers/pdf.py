@@ -77,11 +77,17 @@ class PdfTextReader:
                 textpage.close()
             text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
             if text.strip():
-                return PageOutput(page=number, status="read", reader=ref, text=text, width=width, height=height)
+                return PageOutput(
+                    page=number, status="read", reader=ref, text=text, width=width, height=height
+                )
             has_image = any(True for _ in page.get_objects(filter=[raw.FPDF_PAGEOBJ_IMAGE], max_depth=4))
             if has_image:
                 return PageOutput(
-                    page=number, status="unreadable", reader=ref, width=width, height=height,
+                    page=number,
+                    status="unreadable",
+                    reader=ref,
+                    width=width,
+                    height=height,
                     reason="no text layer (image-only page)",
                 )
             return PageOutput(page=number, status="blank", reader=ref, text="", width=width, height=height)

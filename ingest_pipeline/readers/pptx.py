@@ -20,12 +20,28 @@ class PptxReader:
         pages = []
         for slide in load_presentation(content):
             if slide.error:
-                pages.append(PageOutput(page=slide.index + 1, status="failed", reader=ref, reason=slide.error,
-                                        width=slide.width, height=slide.height))
+                pages.append(
+                    PageOutput(
+                        page=slide.index + 1,
+                        status="failed",
+                        reader=ref,
+                        reason=slide.error,
+                        width=slide.width,
+                        height=slide.height,
+                    )
+                )
                 continue
             text = slide.text()
             status = "read" if text.strip() else "blank"
-            pages.append(PageOutput(page=slide.index + 1, status=status, reader=ref, text=text if text.strip() else "",
-                                    width=slide.width, height=slide.height,
-                                    reason="hidden slide" if slide.hidden else None))
+            pages.append(
+                PageOutput(
+                    page=slide.index + 1,
+                    status=status,
+                    reader=ref,
+                    text=text if text.strip() else "",
+                    width=slide.width,
+                    height=slide.height,
+                    reason="hidden slide" if slide.hidden else None,
+                )
+            )
         return tuple(pages)

@@ -32,7 +32,7 @@ def _pieces(content: bytes, encoding: str, skip: int = 0, newlines: bool = True)
     held = ""
     for start in range(0, max(len(view), 1), PIECE_BYTES):
         last = start + PIECE_BYTES >= len(view)
-        piece = held + decoder.decode(view[start:start + PIECE_BYTES], final=last)
+        piece = held + decoder.decode(view[start : start + PIECE_BYTES], final=last)
         held = ""
         if not newlines:
             parts.append(piece)
@@ -49,7 +49,11 @@ def decode_pieces(content: bytes, newlines: bool = True) -> tuple[list[str], str
     Latin-1 (which always decodes), noted."""
     for bom, encoding in _BOMS:
         if content.startswith(bom):
-            return _pieces(content, encoding.replace("-sig", ""), skip=len(bom), newlines=newlines), encoding, None
+            return (
+                _pieces(content, encoding.replace("-sig", ""), skip=len(bom), newlines=newlines),
+                encoding,
+                None,
+            )
     try:
         return _pieces(content, "utf-8", newlines=newlines), "utf-8", None
     except UnicodeDecodeError:
@@ -57,13 +61,25 @@ def decode_pieces(content: bytes, newlines: bool = True) -> tuple[list[str], str
     sample = content[:_SNIFF_BYTES]
     if sample[1::2].count(0) > len(sample) // 4:
         try:
-            return _pieces(content, "utf-16-le", newlines=newlines), "utf-16-le", "no BOM; decoded as UTF-16-LE"
+            return (
+                _pieces(content, "utf-16-le", newlines=newlines),
+                "utf-16-le",
+                "no BOM; decoded as UTF-16-LE",
+            )
         except UnicodeDecodeError:
             pass
     try:
-        return _pieces(content, "cp1252", newlines=newlines), "cp1252", "not valid UTF-8; decoded as Windows-1252/Latin-1"
+        return (
+            _pieces(content, "cp1252", newlines=newlines),
+            "cp1252",
+            "not valid UTF-8; decoded as Windows-1252/Latin-1",
+        )
     except UnicodeDecodeError:
-        return _pieces(content, "latin-1", newlines=newlines), "latin-1", "not valid UTF-8; decoded as Latin-1"
+        return (
+            _pieces(content, "latin-1", newlines=newlines),
+            "latin-1",
+            "not valid UTF-8; decoded as Latin-1",
+        )
 
 
 def decode_text(content: bytes) -> tuple[str, str, str | None]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.contract import PageOutput
-from ingest_pipeline.office.xlsx import load_sheets
 from ingest_pipeline.office.safety import PackageError, ole2_reason
+from ingest_pipeline.office.xlsx import load_sheets
 from ingest_pipeline.readers.base import ReadOptions
 
 
@@ -23,14 +23,20 @@ class XlsxReader:
         pages = []
         for sheet in sheets:
             if sheet.error:
-                pages.append(PageOutput(page=sheet.index + 1, status="failed", reader=ref, reason=sheet.error))
+                pages.append(
+                    PageOutput(page=sheet.index + 1, status="failed", reader=ref, reason=sheet.error)
+                )
                 continue
             text = sheet.text()
             reason = f"sheet {sheet.name!r} ({sheet.kind}, {sheet.state})"
             if text.strip():
-                pages.append(PageOutput(page=sheet.index + 1, status="read", reader=ref, text=text, reason=reason))
+                pages.append(
+                    PageOutput(page=sheet.index + 1, status="read", reader=ref, text=text, reason=reason)
+                )
             else:
-                pages.append(PageOutput(page=sheet.index + 1, status="blank", reader=ref, text="", reason=reason))
+                pages.append(
+                    PageOutput(page=sheet.index + 1, status="blank", reader=ref, text="", reason=reason)
+                )
         return tuple(pages)
 
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.stages import EmbeddingCache
+from ingest_pipeline.storage.catalog import query
 
 if TYPE_CHECKING:
     from ingest_pipeline.parts import Parts
@@ -32,8 +32,11 @@ if TYPE_CHECKING:
 KS = (1, 5, 10)
 QA_ENV = "INGEST_QA"
 # Shared question sets by name: (folder under a qa root, loader)
-NAMED_SETS = {"docugami": "docugami-sec10q", "financebench": "financebench-dev",
-              "financebench-dev": "financebench-dev"}
+NAMED_SETS = {
+    "docugami": "docugami-sec10q",
+    "financebench": "financebench-dev",
+    "financebench-dev": "financebench-dev",
+}
 
 
 @dataclass(frozen=True)
@@ -88,15 +91,24 @@ def load_page_questions(folder: str) -> tuple[Question, ...]:
                 continue
             row = json.loads(line)
             evidence = row.get("evidence") or []
-            pages = tuple(sorted({(f"{e.get('doc_name') or row['doc_name']}.pdf", int(e["evidence_page_num"]) + 1)
-                                  for e in evidence if e.get("evidence_page_num") is not None}))
-            out.append(Question(
-                text=row["question"].strip(),
-                sources=tuple(sorted({n for n, _ in pages} or {f"{row['doc_name']}.pdf"})),
-                kind=row.get("question_type") or "unknown",
-                chunk_type=row.get("question_reasoning") or "unknown",
-                pages=pages,
-            ))
+            pages = tuple(
+                sorted(
+                    {
+                        (f"{e.get('doc_name') or row['doc_name']}.pdf", int(e["evidence_page_num"]) + 1)
+                        for e in evidence
+                        if e.get("evidence_page_num") is not None
+                    }
+                )
+            )
+            out.append(
+                Question(
+                    text=row["question"].strip(),
+                    sources=tuple(sorted({n for n, _ in pages} or {f"{row['doc_name']}.pdf"})),
+                    kind=row.get("question_type") or "unknown",
+                    chunk_type=row.get("question_reasoning") or "unknown",
+                    pages=pages,
+                )
+            )
     return tuple(out)
 
 
@@ -115,8 +127,10 @@ def _named_folder(name: str, data: str) -> Path:
     for root in qa_roots(data):
         if (root / folder).is_dir():
             return (root / folder).resolve()
-    raise FileNotFoundError(f"question set {name!r}: no folder {folder}/ under ${QA_ENV}, {data}/qa "
-                            f"or a shared/qa beside the storage root")
+    raise FileNotFoundError(
+        f"question set {name!r}: no folder {folder}/ under ${QA_ENV}, {data}/qa "
+        f"or a shared/qa beside the storage root"
+    )
 
 
 def question_set(name: str, data: str) -> QuestionSet:
@@ -126,9 +140,11 @@ def question_set(name: str, data: str) -> QuestionSet:
     documents sit beside it in ``docs/``."""
     if name == "docugami":
         folder = _named_folder(name, data)
-        return QuestionSet("docugami", load_questions(str(folder / "qna_data.csv"),
-                                                      str(folder / "subset_row_indices.txt")),
-                           str(folder / "docs"))
+        return QuestionSet(
+            "docugami",
+            load_questions(str(folder / "qna_data.csv"), str(folder / "subset_row_indices.txt")),
+            str(folder / "docs"),
+        )
     if name in NAMED_SETS:
         folder = _named_folder(name, data)
         return QuestionSet(folder.name, load_page_questions(str(folder)), str(folder / "pdfs"))
@@ -164,8 +180,11 @@ def score(questions: Sequence[Question], ranked: Ranked) -> dict[str, Any]:
         groups.setdefault(f"type:{question.kind}", []).append(first)
         groups.setdefault(f"chunk:{question.chunk_type}", []).append(first)
     metrics["by_kind"] = {
-        key: {"questions": len(v), "hit@5": round(sum(1 for f in v if f is not None and f < 5) / len(v), 4),
-              "mrr@10": round(sum(1 / (f + 1) for f in v if f is not None) / len(v), 4)}
+        key: {
+            "questions": len(v),
+            "hit@5": round(sum(1 for f in v if f is not None and f < 5) / len(v), 4),
+            "mrr@10": round(sum(1 / (f + 1) for f in v if f is not None) / len(v), 4),
+        }
         for key, v in sorted(groups.items())
     }
     return metrics
@@ -192,9 +211,12 @@ def eval_index(parts: Parts, profile: str, docs: dict[str, str], folder: str):
     from ingest_pipeline.storage.vector_index import VectorIndex, index_schema, search_text
 
     index = VectorIndex(folder, parts.embedder.dim)
-    table = query(parts.lake, "select * exclude (image) from chunks where profile = ? "
-                                 "and document_id in (select unnest(?::VARCHAR[])) and text is not null",
-                  [profile, sorted(docs)])
+    table = query(
+        parts.lake,
+        "select * exclude (image) from chunks where profile = ? "
+        "and document_id in (select unnest(?::VARCHAR[])) and text is not null",
+        [profile, sorted(docs)],
+    )
     rows = table.to_pylist()
     vectors = _embed_cached(parts, [r["embed_text"] or r["text"] for r in rows])
     for row, vector in zip(rows, vectors):
@@ -209,8 +231,15 @@ def eval_index(parts: Parts, profile: str, docs: dict[str, str], folder: str):
     return index
 
 
-def profile_ranking(parts: Parts, profile: str, qs: QuestionSet, docs: dict[str, str],
-                    question_vectors: np.ndarray, mode: str = "hybrid", index=None) -> list[list[tuple[str, int]]]:
+def profile_ranking(
+    parts: Parts,
+    profile: str,
+    qs: QuestionSet,
+    docs: dict[str, str],
+    question_vectors: np.ndarray,
+    mode: str = "hybrid",
+    index=None,
+) -> list[list[tuple[str, int]]]:
     within = sorted(docs) if docs else None
     index = index or parts.index
     ranked = []
@@ -235,10 +264,19 @@ def _brute_force(units: list[tuple[str, str, int]], parts: Parts, question_vecto
 def baseline_units(parts: Parts, docs: dict[str, str]) -> dict[str, list[tuple[str, str, int]]]:
     """The baselines' chunks (text, path, page): whole pages, and 1000-character recursive
     splits per page."""
-    pages = query(parts.lake, "select document_id, page, text from pages where status = 'read' "
-                                 "and document_id in (select unnest(?::VARCHAR[])) order by document_id, page",
-                  [sorted(docs)]).to_pylist() if docs else []
-    units = {"baseline:page": [(p["text"], docs[p["document_id"]], p["page"]) for p in pages if p["text"].strip()]}
+    pages = (
+        query(
+            parts.lake,
+            "select document_id, page, text from pages where status = 'read' "
+            "and document_id in (select unnest(?::VARCHAR[])) order by document_id, page",
+            [sorted(docs)],
+        ).to_pylist()
+        if docs
+        else []
+    )
+    units = {
+        "baseline:page": [(p["text"], docs[p["document_id"]], p["page"]) for p in pages if p["text"].strip()]
+    }
     try:
         from langchain_text_splitters import RecursiveCharacterTextSplitter
     except ImportError:  # the baseline needs the dev extra; say so instead of failing
@@ -246,20 +284,32 @@ def baseline_units(parts: Parts, docs: dict[str, str]) -> dict[str, list[tuple[s
         return units
     splitter = RecursiveCharacterTextSplitter(chunk_size=1000)
     units["baseline:recursive_1000"] = [
-        (piece, docs[p["document_id"]], p["page"]) for p in pages for piece in splitter.split_text(p["text"])
-        if piece.strip()]
+        (piece, docs[p["document_id"]], p["page"])
+        for p in pages
+        for piece in splitter.split_text(p["text"])
+        if piece.strip()
+    ]
     return units
 
 
 def profile_stats(parts: Parts, profile: str, docs: dict[str, str]) -> tuple[int, float]:
-    row = query(parts.lake, "select count(*) as n, avg(tokens) as t from chunks where profile = ? "
-                               "and document_id in (select unnest(?::VARCHAR[])) and text is not null",
-                [profile, sorted(docs)]).to_pylist()[0]
+    row = query(
+        parts.lake,
+        "select count(*) as n, avg(tokens) as t from chunks where profile = ? "
+        "and document_id in (select unnest(?::VARCHAR[])) and text is not null",
+        [profile, sorted(docs)],
+    ).to_pylist()[0]
     return row["n"], float(row["t"] or 0.0)
 
 
-def evaluate(parts: Parts, qs: QuestionSet, profiles: Sequence[str], baselines: bool = True,
-             mode: str = "hybrid", progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+def evaluate(
+    parts: Parts,
+    qs: QuestionSet,
+    profiles: Sequence[str],
+    baselines: bool = True,
+    mode: str = "hybrid",
+    progress: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
     """One row of metrics per profile (served search mode) and per baseline. A profile
     that is not indexed is embedded (through the cache) into a temporary LanceDB table
     and searched the same way; its row says ``indexed: false``."""
@@ -270,12 +320,24 @@ def evaluate(parts: Parts, qs: QuestionSet, profiles: Sequence[str], baselines: 
         for profile in profiles:
             indexed = parts.settings.is_indexed(profile)
             if progress:
-                progress(f"profile {profile}" + ("" if indexed else " (not indexed: embedding it for the evaluation)"))
+                progress(
+                    f"profile {profile}"
+                    + ("" if indexed else " (not indexed: embedding it for the evaluation)")
+                )
             index = None if indexed else eval_index(parts, profile, docs, scratch)
             ranked = profile_ranking(parts, profile, qs, docs, question_vectors, mode=mode, index=index)
             chunks, tokens = profile_stats(parts, profile, docs)
-            rows.append({"name": profile, "kind": "profile", "mode": mode, "indexed": indexed, "chunks": chunks,
-                         "mean_tokens": round(tokens, 1), **score(qs.questions, ranked)})
+            rows.append(
+                {
+                    "name": profile,
+                    "kind": "profile",
+                    "mode": mode,
+                    "indexed": indexed,
+                    "chunks": chunks,
+                    "mean_tokens": round(tokens, 1),
+                    **score(qs.questions, ranked),
+                }
+            )
     if baselines:
         for name, units in baseline_units(parts, docs).items():
             if progress:
@@ -284,14 +346,25 @@ def evaluate(parts: Parts, qs: QuestionSet, profiles: Sequence[str], baselines: 
                 rows.append({"name": name, "kind": "baseline", "unavailable": "install the dev extra"})
                 continue
             ranked, count, tokens = _brute_force(units, parts, question_vectors)
-            rows.append({"name": name, "kind": "baseline", "mode": "vector", "indexed": False, "chunks": count,
-                         "mean_tokens": round(tokens, 1), **score(qs.questions, ranked)})
+            rows.append(
+                {
+                    "name": name,
+                    "kind": "baseline",
+                    "mode": "vector",
+                    "indexed": False,
+                    "chunks": count,
+                    "mean_tokens": round(tokens, 1),
+                    **score(qs.questions, ranked),
+                }
+            )
     return rows
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    head = f"{'':28} {'mode':7} {'chunks':>7} {'tokens':>7} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR@10':>7} " \
-           f"{'table':>6} {'text':>6}"
+    head = (
+        f"{'':28} {'mode':7} {'chunks':>7} {'tokens':>7} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR@10':>7} "
+        f"{'table':>6} {'text':>6}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         if "unavailable" in r:
@@ -301,10 +374,14 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         table = kinds.get("chunk:Table", {}).get("mrr@10", float("nan"))
         text = kinds.get("chunk:Text", {}).get("mrr@10", float("nan"))
         name = r["name"] + ("" if r.get("indexed", True) or r["kind"] != "profile" else " *")
-        lines.append(f"{name:28} {r['mode']:7} {r['chunks']:>7} {r['mean_tokens']:>7} {r['recall@1']:>6.3f} "
-                     f"{r['recall@5']:>6.3f} {r['recall@10']:>6.3f} {r['mrr@10']:>7.3f} {table:>6.3f} {text:>6.3f}")
+        lines.append(
+            f"{name:28} {r['mode']:7} {r['chunks']:>7} {r['mean_tokens']:>7} {r['recall@1']:>6.3f} "
+            f"{r['recall@5']:>6.3f} {r['recall@10']:>6.3f} {r['mrr@10']:>7.3f} {table:>6.3f} {text:>6.3f}"
+        )
     lines.append("table/text: MRR@10 of questions whose answer sits in a table / in text")
     if any(r["kind"] == "profile" and not r.get("indexed", True) for r in rows):
-        lines.append("* not indexed: embedded for this evaluation through the embedding cache, into a "
-                     "temporary LanceDB table")
+        lines.append(
+            "* not indexed: embedded for this evaluation through the embedding cache, into a "
+            "temporary LanceDB table"
+        )
     return "\n".join(lines)

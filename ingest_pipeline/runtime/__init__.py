@@ -1,1 +1,2 @@
-"""Process plumbing: parse isolation, bounded memos, the garbage collector's pace, crash points, progress events."""
+"""Process plumbing: parse isolation, bounded memos, the garbage collector's pace, crash points and
+progress events."""

@@ -17,8 +17,8 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -86,8 +86,11 @@ class ParseWorker:
             self._discard()
         if self._pool is None:
             pool = concurrent.futures.ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_start_worker, initargs=(self.memory_bytes, os.getpid()))
+                max_workers=1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start_worker,
+                initargs=(self.memory_bytes, os.getpid()),
+            )
             # Start the worker before any document's clock runs: its start-up (a fresh
             # interpreter) is not parsing time, and can take seconds on a busy machine.
             pool.submit(_ready).result(timeout=STARTUP_TIMEOUT)
@@ -114,15 +117,19 @@ class ParseWorker:
                 return future.result(timeout=self.timeout)
             except concurrent.futures.TimeoutError:
                 self._discard()
-                raise ParseLimitExceeded(f"parsing took longer than {self.timeout:.0f} s and was stopped") from None
+                raise ParseLimitExceeded(
+                    f"parsing took longer than {self.timeout:.0f} s and was stopped"
+                ) from None
             except BrokenProcessPool:
                 self._discard()
                 raise ParseLimitExceeded(
                     "the parser process died (a crash, or memory over the limit of "
-                    f"{(self.memory_bytes or 0) // 2**20} MiB)") from None
+                    f"{(self.memory_bytes or 0) // 2**20} MiB)"
+                ) from None
             except MemoryError:
                 raise ParseLimitExceeded(
-                    f"parsing needed more memory than the limit of {(self.memory_bytes or 0) // 2**20} MiB") from None
+                    f"parsing needed more memory than the limit of {(self.memory_bytes or 0) // 2**20} MiB"
+                ) from None
 
     @property
     def started(self) -> bool:

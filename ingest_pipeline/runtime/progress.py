@@ -17,8 +17,14 @@ from typing import Any
 
 STAGE_ORDER = ("Reading", "Chunking", "Embedding", "Indexing")
 # What an asset key starts with -> its kind and the column it counts in (chunk_map before chunks).
-KINDS = (("chunk_map", "Chunking"), ("chunks", "Chunking"), ("embeddings", "Embedding"), ("lancedb", "Indexing"),
-         ("sources", "Reading"), ("pages", "Reading"))
+KINDS = (
+    ("chunk_map", "Chunking"),
+    ("chunks", "Chunking"),
+    ("embeddings", "Embedding"),
+    ("lancedb", "Indexing"),
+    ("sources", "Reading"),
+    ("pages", "Reading"),
+)
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,9 @@ class Column:
     name: str
     assets: set[str] = field(default_factory=set)  # the assets a document must finish to be done here
     seen: dict[str, dict[str, str]] = field(default_factory=dict)  # document -> asset -> status
-    done: dict[str, str] = field(default_factory=dict)  # document -> new | changed | cached | failed | skipped
+    done: dict[str, str] = field(
+        default_factory=dict
+    )  # document -> new | changed | cached | failed | skipped
     warnings: int = 0  # chunker failures: the document goes on with the next chunker
     texts_embedded: int = 0
     texts_cached: int = 0
@@ -126,7 +134,10 @@ class StageBoard:
             if event.asset == "pages" and event.status != "failed":
                 self.pages[event.document] = int(event.detail.get("pages", 0) or 0)
             if kind_of(event.asset) == "embeddings":
-                embedded, cached = int(event.detail.get("embedded", 0) or 0), int(event.detail.get("cached", 0) or 0)
+                embedded, cached = (
+                    int(event.detail.get("embedded", 0) or 0),
+                    int(event.detail.get("cached", 0) or 0),
+                )
                 column.texts_embedded += embedded
                 column.texts_cached += cached
                 mine = column.texts.setdefault(event.document, [0, 0])
@@ -149,7 +160,11 @@ class StageBoard:
                 state = "skipped"
             elif computed:
                 # recomputed: new only for a document first seen in this run
-                state = "new" if self.origin.get(event.document) == "new" and "changed" not in values else "changed"
+                state = (
+                    "new"
+                    if self.origin.get(event.document) == "new" and "changed" not in values
+                    else "changed"
+                )
             else:
                 state = "cached"
             column.done[event.document] = state
@@ -166,24 +181,47 @@ class StageBoard:
                 ("new", [str(c.count("new")) for c in columns]),
                 ("changed", [str(c.count("changed")) for c in columns]),
                 ("cached", [str(c.count("cached")) for c in columns]),
-                ("failed", [str(c.count("failed")) + (f" (+{c.warnings} chunker)" if c.warnings else "")
-                            for c in columns]),
+                (
+                    "failed",
+                    [
+                        str(c.count("failed")) + (f" (+{c.warnings} chunker)" if c.warnings else "")
+                        for c in columns
+                    ],
+                ),
             ]
             if any(c.count("skipped") for c in columns):
                 rows.append(("skipped", [str(c.count("skipped")) for c in columns]))
             if any(c.texts_embedded or c.texts_cached for c in columns):
-                rows.append(("texts embedded", [str(c.texts_embedded) if c.name == "Embedding" else ""
-                                                for c in columns]))
-                rows.append(("texts cached", [str(c.texts_cached) if c.name == "Embedding" else "" for c in columns]))
+                rows.append(
+                    (
+                        "texts embedded",
+                        [str(c.texts_embedded) if c.name == "Embedding" else "" for c in columns],
+                    )
+                )
+                rows.append(
+                    ("texts cached", [str(c.texts_cached) if c.name == "Embedding" else "" for c in columns])
+                )
             return [("", [c.name for c in columns]), *rows]
 
     def as_dicts(self) -> list[dict[str, Any]]:
         """The final counts per column, for --json."""
         with self.lock:
-            return [{"stage": c.name, "documents": len(c.done), "new": c.count("new"), "changed": c.count("changed"),
-                     "cached": c.count("cached"), "failed": c.count("failed"), "skipped": c.count("skipped"),
-                     "chunker_errors": c.warnings,
-                     "pages": sum(self.pages.get(d, 0) for d, s in c.done.items() if s != "failed"),
-                     **({"texts_embedded": c.texts_embedded, "texts_cached": c.texts_cached}
-                        if c.name == "Embedding" else {})}
-                    for c in self.ordered()]
+            return [
+                {
+                    "stage": c.name,
+                    "documents": len(c.done),
+                    "new": c.count("new"),
+                    "changed": c.count("changed"),
+                    "cached": c.count("cached"),
+                    "failed": c.count("failed"),
+                    "skipped": c.count("skipped"),
+                    "chunker_errors": c.warnings,
+                    "pages": sum(self.pages.get(d, 0) for d, s in c.done.items() if s != "failed"),
+                    **(
+                        {"texts_embedded": c.texts_embedded, "texts_cached": c.texts_cached}
+                        if c.name == "Embedding"
+                        else {}
+                    ),
+                }
+                for c in self.ordered()
+            ]

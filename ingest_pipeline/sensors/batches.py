@@ -2,13 +2,10 @@
 batches whose runs ended (retried, or given up with an errors row), and the run and
 partition requests a tick makes."""
 
-
 from __future__ import annotations
 
 import base64
 import json
-import os
-import time
 import uuid
 import zlib
 from dataclasses import dataclass, field
@@ -17,21 +14,14 @@ from typing import Any
 from dagster import (
     AddDynamicPartitionsRequest,
     DagsterRunStatus,
-    DefaultSensorStatus,
     DeleteDynamicPartitionsRequest,
     RunRequest,
     RunsFilter,
-    SensorEvaluationContext,
-    SensorResult,
-    SkipReason,
-    sensor,
 )
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from ingest_pipeline.documents import entry_for, walk_files
 from ingest_pipeline.partitions import DOCUMENTS
-from ingest_pipeline.resources import IndexResource, IngestResource, Parts, StoreResource
-from ingest_pipeline.stages import PartitionPlan, StageError, reconcile, record_error
+from ingest_pipeline.stages import PartitionPlan
 
 MAX_FILES_PER_TICK = 200
 # Vanished files forgotten per tick (one lake walk and one LanceDB delete per table each tick).
@@ -60,7 +50,7 @@ class SensorCursor:
     @classmethod
     def load(cls, raw: str | None) -> "SensorCursor":
         if raw and raw.startswith(_COMPRESSED):
-            raw = zlib.decompress(base64.b64decode(raw[len(_COMPRESSED):])).decode("utf-8")
+            raw = zlib.decompress(base64.b64decode(raw[len(_COMPRESSED) :])).decode("utf-8")
         data = json.loads(raw) if raw else {}
         return cls(seen=data.get("seen", {}), pending=data.get("pending", {}))
 
@@ -134,8 +124,14 @@ def settle_pending(instance, cursor: SensorCursor, retries: int, now: float) -> 
     return out
 
 
-def request_batches(cursor: SensorCursor, batches: list[list[str]], wanted: dict[str, tuple[str, Any]],
-                    retry: dict[str, tuple[Any, int]], job_name: str, now: float) -> list[RunRequest]:
+def request_batches(
+    cursor: SensorCursor,
+    batches: list[list[str]],
+    wanted: dict[str, tuple[str, Any]],
+    retry: dict[str, tuple[Any, int]],
+    job_name: str,
+    now: float,
+) -> list[RunRequest]:
     """One run per planned batch of partition keys (``stages.reconcile``; ``wanted``: key ->
     (cursor key, its signature)), each recorded as pending under its batch tag until its run
     ends."""
@@ -145,8 +141,12 @@ def request_batches(cursor: SensorCursor, batches: list[list[str]], wanted: dict
         files = dict(wanted[k] for k in batch)
         tries = max((retry.get(key, (None, 0))[1] for key in files), default=0)
         cursor.pending[batch_id] = {"files": files, "tries": tries, "at": now}
-        requests.append(RunRequest(job_name=job_name, tags={
-            **range_tags(batch[0], batch[-1]), BATCH_TAG: batch_id, SOURCE_TAG: "sensor"}))
+        requests.append(
+            RunRequest(
+                job_name=job_name,
+                tags={**range_tags(batch[0], batch[-1]), BATCH_TAG: batch_id, SOURCE_TAG: "sensor"},
+            )
+        )
     return requests
 
 

@@ -9,42 +9,41 @@ reflects have ended, never beside them.
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import time
-import uuid
-import zlib
-from dataclasses import dataclass, field
-from typing import Any
 
 from dagster import (
-    AddDynamicPartitionsRequest,
-    DagsterRunStatus,
     DefaultSensorStatus,
-    DeleteDynamicPartitionsRequest,
     RunRequest,
-    RunsFilter,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
     sensor,
 )
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from ingest_pipeline.documents import entry_for, walk_files
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import IndexResource, IngestResource, Parts, StoreResource
-from ingest_pipeline.stages import PartitionPlan, StageError, reconcile, record_error
-
 from ingest_pipeline.sensors.batches import (
-    BATCH_TAG, COMPRESS_CURSOR_OVER, MAX_FILES_PER_TICK, MAX_REMOVALS_PER_TICK, SOURCE_TAG, SensorCursor,
-    partition_requests_for, range_tags, request_batches, settle_pending,
+    MAX_FILES_PER_TICK,
+    MAX_REMOVALS_PER_TICK,
+    SOURCE_TAG,
+    SensorCursor,
+    partition_requests_for,
+    request_batches,
+    settle_pending,
 )
+from ingest_pipeline.stages import StageError, reconcile, record_error
 
 
-def evaluate_source_folder(context: SensorEvaluationContext, p: Parts, job_name: str, catalog_job: str,
-                           batch_size: int | None = None, retries: int | None = None):
+def evaluate_source_folder(
+    context: SensorEvaluationContext,
+    p: Parts,
+    job_name: str,
+    catalog_job: str,
+    batch_size: int | None = None,
+    retries: int | None = None,
+):
     """One tick: settle the batches whose runs ended, request new and changed files, forget
     vanished ones."""
     settings = p.settings
@@ -68,13 +67,21 @@ def evaluate_source_folder(context: SensorEvaluationContext, p: Parts, job_name:
     settled, retry_files, notes = settlement.settled, settlement.retry, settlement.notes
     for rel, _sig, why, run_id, tries in settlement.gave_up:
         entry = entry_for(settings, os.path.join(root, rel))
-        record_error(p.store, "run", entry.document_id,
-                     StageError(f"{why}; tried {tries} times, not retried until the file changes"), run_id)
+        record_error(
+            p.store,
+            "run",
+            entry.document_id,
+            StageError(f"{why}; tried {tries} times, not retried until the file changes"),
+            run_id,
+        )
 
     # 2. New and changed files, and those to retry, unless a run for them is still pending.
     in_flight = cursor.pending_paths()
-    changed = [rel for rel, (_, sig) in sorted(current.items())
-               if rel not in in_flight and (cursor.seen.get(rel) != sig or rel in retry_files)]
+    changed = [
+        rel
+        for rel, (_, sig) in sorted(current.items())
+        if rel not in in_flight and (cursor.seen.get(rel) != sig or rel in retry_files)
+    ]
     deferred = len(changed) > MAX_FILES_PER_TICK
     changed = changed[:MAX_FILES_PER_TICK]
     entries = [entry_for(settings, current[rel][0]) for rel in changed]
@@ -100,19 +107,28 @@ def evaluate_source_folder(context: SensorEvaluationContext, p: Parts, job_name:
     if not requests and not partition_requests:
         waiting = f"; waiting for {len(cursor.pending)} run(s)" if cursor.pending else ""
         return SensorResult(skip_reason=SkipReason(f"no changes under {root}{waiting}"), cursor=cursor.dump())
-    context.log.info(f"{len(entries)} new or changed, {len(removed)} removed, {settled} batch(es) settled, "
-                     f"{len(requests)} runs" + (" (more next tick)" if deferred else ""))
-    return SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests, cursor=cursor.dump())
+    context.log.info(
+        f"{len(entries)} new or changed, {len(removed)} removed, {settled} batch(es) settled, "
+        f"{len(requests)} runs" + (" (more next tick)" if deferred else "")
+    )
+    return SensorResult(
+        run_requests=requests, dynamic_partitions_requests=partition_requests, cursor=cursor.dump()
+    )
 
 
 def build_source_sensor(job, catalog_job, interval_seconds: int = 15):
-    @sensor(name="source_files_sensor", jobs=[job, catalog_job], minimum_interval_seconds=interval_seconds,
-            default_status=DefaultSensorStatus.RUNNING,
-            description="Watches the source folder: adds partitions for new files, runs new and changed "
-                        "ones in batches (a file counts as seen once its run ended; failed runs are asked "
-                        "again), refreshes the catalog after them, and removes the rows of deleted files.")
-    def source_files_sensor(context: SensorEvaluationContext, ingest: IngestResource, store: StoreResource,
-                            index: IndexResource):
+    @sensor(
+        name="source_files_sensor",
+        jobs=[job, catalog_job],
+        minimum_interval_seconds=interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Watches the source folder: adds partitions for new files, runs new and changed "
+        "ones in batches (a file counts as seen once its run ended; failed runs are asked "
+        "again), refreshes the catalog after them, and removes the rows of deleted files.",
+    )
+    def source_files_sensor(
+        context: SensorEvaluationContext, ingest: IngestResource, store: StoreResource, index: IndexResource
+    ):
         p = Parts({"ingest": ingest, "store": store, "index": index})
         if p.settings.shard_scheme is not None:  # partitions are shards of documents
             from ingest_pipeline.sensors.shard_mode import evaluate_shards

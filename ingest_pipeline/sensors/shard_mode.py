@@ -22,12 +22,18 @@ from dagster import (
     SkipReason,
 )
 
-from ingest_pipeline.storage import shards
 from ingest_pipeline.documents import DocumentEntry
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import Parts
-from ingest_pipeline.sensors.batches import SOURCE_TAG, SensorCursor, partition_requests_for, request_batches, settle_pending
+from ingest_pipeline.sensors.batches import (
+    SOURCE_TAG,
+    SensorCursor,
+    partition_requests_for,
+    request_batches,
+    settle_pending,
+)
 from ingest_pipeline.stages import StageError, plan_partitions, record_error, remove_documents
+from ingest_pipeline.storage import shards
 
 MAX_SHARDS_PER_TICK = 256
 SHARDS_PER_RUN = 4
@@ -49,15 +55,28 @@ def _give_up(p: Parts, scheme: shards.ShardScheme, shard: str, why: str, run_id:
     members = list(shards.documents_of(p.store, scheme, [shard]))
     p.store.save_inventory([DocumentEntry(d, path, uri) for d, path, uri in members if uri])
     for doc, _, _ in members:
-        record_error(p.store, "run", doc, StageError(
-            f"{why}; the run of {shard} was tried {tries} times, not retried until a file of the shard "
-            f"changes"), run_id)
+        record_error(
+            p.store,
+            "run",
+            doc,
+            StageError(
+                f"{why}; the run of {shard} was tried {tries} times, not retried until a file of the shard "
+                f"changes"
+            ),
+            run_id,
+        )
     return len(members)
 
 
-def evaluate_shards(context: SensorEvaluationContext, p: Parts, job_name: str, catalog_job: str,
-                    listing: Iterable[shards.Listed] | None = None, retries: int | None = None,
-                    batch_size: int = SHARDS_PER_RUN) -> SensorResult:
+def evaluate_shards(
+    context: SensorEvaluationContext,
+    p: Parts,
+    job_name: str,
+    catalog_job: str,
+    listing: Iterable[shards.Listed] | None = None,
+    retries: int | None = None,
+    batch_size: int = SHARDS_PER_RUN,
+) -> SensorResult:
     """One tick: settle the batches whose runs ended, list the source root once, find the
     shards whose digest moved (leaving those a run is still working on), diff those against
     their manifests and run them; vanished files lose their rows."""
@@ -68,22 +87,32 @@ def evaluate_shards(context: SensorEvaluationContext, p: Parts, job_name: str, c
 
     # 1. Batches whose runs ended: success marks their shards seen, failure asks again.
     settlement = settle_pending(context.instance, cursor, retries, now)
-    errors_rows = sum(_give_up(p, scheme, shard, why, run_id, tries)
-                      for shard, _digest, why, run_id, tries in settlement.gave_up)
+    errors_rows = sum(
+        _give_up(p, scheme, shard, why, run_id, tries)
+        for shard, _digest, why, run_id, tries in settlement.gave_up
+    )
 
     # 2. Shards whose digest moved since they were last seen, except those in flight.
     if listing is None:
         listing = shards.list_source_root(p.settings.source_root)
     in_flight = cursor.pending_paths()
-    scan = shards.scan(p.store, scheme, listing, cursor.seen, limit=MAX_SHARDS_PER_TICK, skip=in_flight,
-                       first=settlement.retry)
+    scan = shards.scan(
+        p.store,
+        scheme,
+        listing,
+        cursor.seen,
+        limit=MAX_SHARDS_PER_TICK,
+        skip=in_flight,
+        first=settlement.retry,
+    )
     vanished = set(scan.vanished_shards)
     removed_docs = sorted({doc for c in scan.changes for doc in c.removed})
     if removed_docs:
         remove_documents(p.store, p.index, removed_docs)
     retry = settlement.retry
-    to_run = sorted(c.shard for c in scan.changes
-                    if c.shard not in vanished and (c.needs_run or c.shard in retry))
+    to_run = sorted(
+        c.shard for c in scan.changes if c.shard not in vanished and (c.needs_run or c.shard in retry)
+    )
     for change in scan.changes:  # removals alone are done: the shard is seen as it now is
         if change.shard not in vanished and change.shard not in set(to_run):
             cursor.seen[change.shard] = scan.digests[change.shard]
@@ -105,10 +134,14 @@ def evaluate_shards(context: SensorEvaluationContext, p: Parts, job_name: str, c
         context.log.warning(f"{errors_rows} documents got an errors row: their shard's run was given up on")
     if not requests and not partition_requests:
         waiting = f"; waiting for {len(cursor.pending)} run(s)" if cursor.pending else ""
-        return SensorResult(skip_reason=SkipReason(f"no changes in {scan.files} files{waiting}"),
-                            cursor=cursor.dump())
-    context.log.info(f"{scan.files} files: {touched} new or changed, {len(removed_docs)} removed, "
-                     f"{settlement.settled} batch(es) settled, {len(to_run)} shards in {ingest_runs} ingest runs"
-                     + (f" ({scan.deferred} shards next tick)" if scan.deferred else ""))
-    return SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests,
-                        cursor=cursor.dump())
+        return SensorResult(
+            skip_reason=SkipReason(f"no changes in {scan.files} files{waiting}"), cursor=cursor.dump()
+        )
+    context.log.info(
+        f"{scan.files} files: {touched} new or changed, {len(removed_docs)} removed, "
+        f"{settlement.settled} batch(es) settled, {len(to_run)} shards in {ingest_runs} ingest runs"
+        + (f" ({scan.deferred} shards next tick)" if scan.deferred else "")
+    )
+    return SensorResult(
+        run_requests=requests, dynamic_partitions_requests=partition_requests, cursor=cursor.dump()
+    )

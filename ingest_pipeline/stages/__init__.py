@@ -15,7 +15,11 @@ name in the module that owns it.
 """
 
 from ingest_pipeline.stages.chunk_map import (
-    build_chunk_map, document_title, empty_reason, texts_ahead, withdraw_chunk_map,
+    build_chunk_map,
+    document_title,
+    empty_reason,
+    texts_ahead,
+    withdraw_chunk_map,
 )
 from ingest_pipeline.stages.claims import chunk_document, run_chunker
 from ingest_pipeline.stages.common import (
@@ -46,10 +50,39 @@ from ingest_pipeline.stages.reconcile import (
 from ingest_pipeline.stages.sources import load_source, observe_source, source_bytes
 
 __all__ = [
-    "FORCE_TAG", "IN_PROCESS_TAG", "STAGE_VERSIONS", "UNCHANGED", "EmbeddingCache", "EmbeddingPrefetch",
-    "Finding", "NoChunks", "Outcome", "PartitionPlan",
-    "StageError", "UpstreamMissing", "build_chunk_map", "chunk_document", "clear_error", "document_title",
-    "embed_documents", "empty_reason", "error_traceback", "finished", "guarded", "index_document",
-    "load_pages", "load_source", "observe_source", "plan_partitions", "read_document", "reconcile", "record_error",
-    "remove_document", "remove_documents", "run_chunker", "source_bytes", "texts_ahead", "withdraw_chunk_map",
+    "FORCE_TAG",
+    "IN_PROCESS_TAG",
+    "STAGE_VERSIONS",
+    "UNCHANGED",
+    "EmbeddingCache",
+    "EmbeddingPrefetch",
+    "Finding",
+    "NoChunks",
+    "Outcome",
+    "PartitionPlan",
+    "StageError",
+    "UpstreamMissing",
+    "build_chunk_map",
+    "chunk_document",
+    "clear_error",
+    "document_title",
+    "embed_documents",
+    "empty_reason",
+    "error_traceback",
+    "finished",
+    "guarded",
+    "index_document",
+    "load_pages",
+    "load_source",
+    "observe_source",
+    "plan_partitions",
+    "read_document",
+    "reconcile",
+    "record_error",
+    "remove_document",
+    "remove_documents",
+    "run_chunker",
+    "source_bytes",
+    "texts_ahead",
+    "withdraw_chunk_map",
 ]

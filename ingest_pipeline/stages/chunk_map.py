@@ -17,23 +17,31 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest_pipeline.storage import tables
 from ingest_pipeline.contract import ChunkPiece, ContractError, Layout, PageOutput, validate_bbox
 from ingest_pipeline.embedding.minilm import Embedder
-from ingest_pipeline.runtime.faults import crash_point
+from ingest_pipeline.embedding.token_limits import bounded_counts, relink, relinked_metas, split_to_limit
 from ingest_pipeline.identity import chunk_id
-from ingest_pipeline.runtime.memo import BoundedMemo
-from ingest_pipeline.stages.merge import merge_claims
 from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry
+from ingest_pipeline.runtime.faults import crash_point
+from ingest_pipeline.runtime.memo import BoundedMemo
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.claims import claim_content, claim_metas, load_winning_claims
 from ingest_pipeline.stages.common import (
-    STAGE_VERSIONS, UNCHANGED, Finding, NoChunks, Outcome, StageError, UpstreamMissing, fingerprint_of, now,
+    STAGE_VERSIONS,
+    UNCHANGED,
+    Finding,
+    NoChunks,
+    Outcome,
+    StageError,
+    UpstreamMissing,
+    fingerprint_of,
+    now,
 )
+from ingest_pipeline.stages.merge import merge_claims
 from ingest_pipeline.stages.pages import load_pages
 from ingest_pipeline.stages.sources import load_source, source_bytes
+from ingest_pipeline.storage import tables
 from ingest_pipeline.storage.store import Store, claim_pieces, meta_json, piece_row
-from ingest_pipeline.embedding.token_limits import bounded_counts, relink, relinked_metas, split_to_limit
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +53,12 @@ def empty_reason(store: Store, profile: str, document: str) -> str | None:
 
 
 def build_chunk_map(
-    store: Store, registry: ChunkerRegistry, profile: Profile, embedder: Embedder, document: str, run_id: str,
+    store: Store,
+    registry: ChunkerRegistry,
+    profile: Profile,
+    embedder: Embedder,
+    document: str,
+    run_id: str,
     force: bool = False,
 ) -> Outcome:
     """Merge the claims of the profile's chunker order into the document's chunk map."""
@@ -56,13 +69,22 @@ def build_chunk_map(
         withdrawn = withdraw_chunk_map(store, profile.name, document)
         if withdrawn is None:
             raise
-        raise StageError(f"withdrawn from search: the file no longer reads ({exc}); its {withdrawn} chunks "
-                         f"stay in the lake's history") from None
+        raise StageError(
+            f"withdrawn from search: the file no longer reads ({exc}); its {withdrawn} chunks "
+            f"stay in the lake's history"
+        ) from None
     order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
     metas = claim_metas(store, order, document)
     claim_fps = [claim_content(m) for m in metas]
-    fingerprint = fingerprint_of(STAGE_VERSIONS["chunk_map"], profile.name, profile.options(), pages_fp, claim_fps,
-                                 embedder.model_id, embedder.max_tokens)
+    fingerprint = fingerprint_of(
+        STAGE_VERSIONS["chunk_map"],
+        profile.name,
+        profile.options(),
+        pages_fp,
+        claim_fps,
+        embedder.model_id,
+        embedder.max_tokens,
+    )
     previous = store.chunk_map_meta(profile.name, document)
     if previous and previous.get("fingerprint") == fingerprint and not force:
         if previous.get("no_chunks") and not previous.get("empty"):
@@ -70,8 +92,9 @@ def build_chunk_map(
         return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED})
     expand = Expander(profile, embedder, source["path"])
     # None for a claim stored without today's columns: then the pieces' way
-    merged = (merge_claim_tables(store, order, metas, document, pages, expand)
-              or _merged_by_pieces(store, order, metas, document, pages, expand))
+    merged = merge_claim_tables(store, order, metas, document, pages, expand) or _merged_by_pieces(
+        store, order, metas, document, pages, expand
+    )
     written = _chunk_table(merged.table, document, source, profile.name, run_id, pages, expand)
     summary = _summary(merged, written)
     no_chunks = None if written.num_rows else _why_no_chunks(pages, summary)
@@ -83,20 +106,40 @@ def build_chunk_map(
         if any(p.status == "read" for p in pages):
             no_chunks += "; the chunkers kept nothing of the read pages"
         summary["no_chunks"] = no_chunks
-    store.write_chunk_map(profile.name, document, written,
-                          meta={"fingerprint": fingerprint, "summary": summary,
-                                "order": [i.ref for i in order], "no_chunks": no_chunks, "empty": empty})
+    store.write_chunk_map(
+        profile.name,
+        document,
+        written,
+        meta={
+            "fingerprint": fingerprint,
+            "summary": summary,
+            "order": [i.ref for i in order],
+            "no_chunks": no_chunks,
+            "empty": empty,
+        },
+    )
     crash_point("chunk_maps")
     if no_chunks and not empty:
         raise NoChunks(no_chunks)
     # the rows as chunk_rows reads them back; the image bytes leave the rows the checks read
-    kept = {"rows": written.drop_columns(["image"]).to_pylist(),
-            "pages": [{"document_id": document, "page": p.page, "status": p.status, "text": p.text} for p in pages]}
+    kept = {
+        "rows": written.drop_columns(["image"]).to_pylist(),
+        "pages": [
+            {"document_id": document, "page": p.page, "status": p.status, "text": p.text} for p in pages
+        ],
+    }
     return Outcome(document, "empty" if empty else "new", summary, kept)
 
 
-def _chunk_table(merged: pa.Table, document: str, source: dict[str, Any], profile: str, run_id: str,
-                 pages: Sequence[PageOutput], expand: Expander) -> pa.Table:
+def _chunk_table(
+    merged: pa.Table,
+    document: str,
+    source: dict[str, Any],
+    profile: str,
+    run_id: str,
+    pages: Sequence[PageOutput],
+    expand: Expander,
+) -> pa.Table:
     """A merged document's chunk map (``tables.CHUNKS``): each chunk's index on its page,
     its id and label, its characters and its tokens as the model counts them."""
     page_list = merged.column("page").to_pylist()
@@ -105,11 +148,14 @@ def _chunk_table(merged: pa.Table, document: str, source: dict[str, Any], profil
     images = merged.column("image")
     pictured = pc.indices_nonzero(images.is_valid())
     image_bytes = dict(zip(pictured.to_pylist(), images.take(pictured).to_pylist()))
-    counts = iter(expand.counts([e or t for i, (t, e) in enumerate(zip(texts, embeds)) if i not in image_bytes]))
+    counts = iter(
+        expand.counts([e or t for i, (t, e) in enumerate(zip(texts, embeds)) if i not in image_bytes])
+    )
     ids, indexes, labels, tokens = [], [], [], []
     index, last_page = 0, None
-    for i, (page, text, chunker, cfg) in enumerate(zip(page_list, texts, merged.column("chunker").to_pylist(),
-                                                       merged.column("config_hash").to_pylist())):
+    for i, (page, text, chunker, cfg) in enumerate(
+        zip(page_list, texts, merged.column("chunker").to_pylist(), merged.column("config_hash").to_pylist())
+    ):
         if page != last_page:
             index, last_page = 0, page
         picture = image_bytes.get(i)
@@ -123,15 +169,26 @@ def _chunk_table(merged: pa.Table, document: str, source: dict[str, Any], profil
     def same(value: Any) -> pa.Array:
         return pa.array([value] * merged.num_rows, pa.string())
 
-    return pa.table({
-        "chunk_id": ids, "label": labels, "profile": same(profile), "document_id": same(document),
-        "path": same(source["path"]), "page": merged.column("page"), "index": pa.array(indexes, pa.int32()),
-        **{name: merged.column(name) for name in PIECE_COLUMNS},
-        "chars": pa.array([len(t) if t else 0 for t in texts], pa.int32()), "tokens": pa.array(tokens, pa.int32()),
-        "chunker": merged.column("chunker"), "config_hash": merged.column("config_hash"),
-        "reader": pa.array([readers.get(p) for p in page_list], pa.string()),
-        "source_sha256": same(source["sha256"]), "run_id": same(run_id),
-    }, schema=tables.CHUNKS)
+    return pa.table(
+        {
+            "chunk_id": ids,
+            "label": labels,
+            "profile": same(profile),
+            "document_id": same(document),
+            "path": same(source["path"]),
+            "page": merged.column("page"),
+            "index": pa.array(indexes, pa.int32()),
+            **{name: merged.column(name) for name in PIECE_COLUMNS},
+            "chars": pa.array([len(t) if t else 0 for t in texts], pa.int32()),
+            "tokens": pa.array(tokens, pa.int32()),
+            "chunker": merged.column("chunker"),
+            "config_hash": merged.column("config_hash"),
+            "reader": pa.array([readers.get(p) for p in page_list], pa.string()),
+            "source_sha256": same(source["sha256"]),
+            "run_id": same(run_id),
+        },
+        schema=tables.CHUNKS,
+    )
 
 
 def _summary(merged: Merged, chunks: pa.Table) -> dict[str, Any]:
@@ -153,9 +210,14 @@ def _summary(merged: Merged, chunks: pa.Table) -> dict[str, Any]:
             problem = _table_grid_problem(row["text"], row["layout"], row["meta"])
             if problem:
                 problems.append({"label": row["label"], "problem": problem})
-    return {"chunks": chunks.num_rows, "by_chunker": by_chunker, "dropped": merged.dropped,
-            "failed_chunkers": merged.failed, "split_parts": sum(1 for m in split if "token_split" in json.loads(m)),
-            "table_grid_problems": problems[:20]}
+    return {
+        "chunks": chunks.num_rows,
+        "by_chunker": by_chunker,
+        "dropped": merged.dropped,
+        "failed_chunkers": merged.failed,
+        "split_parts": sum(1 for m in split if "token_split" in json.loads(m)),
+        "table_grid_problems": problems[:20],
+    }
 
 
 def _table_grid_problem(text: str, layout_json: str | None, meta_json: str | None) -> str | None:
@@ -184,12 +246,22 @@ class Merged:
     failed: list[str]
 
 
-PIECE_COLUMNS = tuple(name for name in tables.CLAIMS.names if name in tables.CHUNKS.names
-                      and name not in ("document_id", "page", "chunker", "config_hash", "source_sha256", "run_id"))
+PIECE_COLUMNS = tuple(
+    name
+    for name in tables.CLAIMS.names
+    if name in tables.CHUNKS.names
+    and name not in ("document_id", "page", "chunker", "config_hash", "source_sha256", "run_id")
+)
 
 
-def merge_claim_tables(store: Store, order: Sequence[ChunkerInfo], metas: Sequence[dict[str, Any]], document: str,
-                       pages: Sequence[PageOutput], expand: Expander) -> Merged | None:
+def merge_claim_tables(
+    store: Store,
+    order: Sequence[ChunkerInfo],
+    metas: Sequence[dict[str, Any]],
+    document: str,
+    pages: Sequence[PageOutput],
+    expand: Expander,
+) -> Merged | None:
     """``merge_claims`` and the profile's ``Expander`` over the stored claims as Arrow tables:
     the first version in order to claim a page wins it whole, text on failed or unreadable
     pages and on pages the document does not have is dropped, and only a piece that does
@@ -228,15 +300,18 @@ def merge_claim_tables(store: Store, order: Sequence[ChunkerInfo], metas: Sequen
         if claim.num_rows:
             config_hash = meta.get("config_hash", info.config_hash)
             for name, value in (("chunker", info.ref), ("config_hash", config_hash)):
-                claim = claim.set_column(claim.schema.get_field_index(name), name,
-                                         pa.array([value] * claim.num_rows, pa.string()))
+                claim = claim.set_column(
+                    claim.schema.get_field_index(name), name, pa.array([value] * claim.num_rows, pa.string())
+                )
             won.append(claim)
     table = pa.concat_tables(won) if won else tables.CLAIMS.empty_table()
     table = table.sort_by([("page", "ascending"), ("piece", "ascending")])
     broken = [p for p, s in status.items() if s in ("failed", "unreadable")]
     if broken:
-        text_there = pc.and_(pc.is_in(table.column("page"), value_set=pa.array(broken, pa.int32())),
-                             pc.is_null(table.column("image")))
+        text_there = pc.and_(
+            pc.is_in(table.column("page"), value_set=pa.array(broken, pa.int32())),
+            pc.is_null(table.column("image")),
+        )
         dropped["failed_page_text"] = pc.sum(text_there).as_py() or 0
         table = table.filter(pc.invert(text_there))
 
@@ -247,20 +322,25 @@ def merge_claim_tables(store: Store, order: Sequence[ChunkerInfo], metas: Sequen
     metas_of = table.column("meta").to_pylist()
     named = ""
     if expand.title:
-        named = named_title(json.loads(metas_of[i]) for i in rows if metas_of[i] and "document_title" in metas_of[i])
+        named = named_title(
+            json.loads(metas_of[i]) for i in rows if metas_of[i] and "document_title" in metas_of[i]
+        )
     planned, passes = expand.plan([texts[i] for i in rows], [embeds[i] for i in rows], named)
     if expand.title:
         for i, embed in zip(rows, planned):
             embeds[i] = embed
-        table = table.set_column(table.schema.get_field_index("embed_text"), "embed_text",
-                                 pa.array(embeds, pa.string()))
+        table = table.set_column(
+            table.schema.get_field_index("embed_text"), "embed_text", pa.array(embeds, pa.string())
+        )
     misfits = [i for i, ok in zip(rows, passes) if not ok]
     misfit_pieces = claim_pieces(table.take(pa.array(misfits, pa.int64()))) if misfits else []
     parts = {i: expand.fit(piece) for i, (_, piece) in zip(misfits, misfit_pieces)}
 
     keep: list[int] = []
     extra: list[dict[str, Any]] = []
-    columns = {name: table.column(name).to_pylist() for name in ("page", "chunker", "config_hash")} if parts else {}
+    columns = (
+        {name: table.column(name).to_pylist() for name in ("page", "chunker", "config_hash")} if parts else {}
+    )
     for i, text in enumerate(texts):
         if i in parts:
             for piece in parts[i]:
@@ -268,8 +348,14 @@ def merge_claim_tables(store: Store, order: Sequence[ChunkerInfo], metas: Sequen
                     dropped["whitespace"] += 1
                     continue
                 keep.append(table.num_rows + len(extra))
-                extra.append({"document_id": document, "piece": 0, **piece_row(piece),
-                              **{name: values[i] for name, values in columns.items()}})
+                extra.append(
+                    {
+                        "document_id": document,
+                        "piece": 0,
+                        **piece_row(piece),
+                        **{name: values[i] for name, values in columns.items()},
+                    }
+                )
         elif is_text[i] and (not text or not text.strip()):
             dropped["whitespace"] += 1
         else:
@@ -296,16 +382,34 @@ def _relinked(table: pa.Table) -> pa.Table:
     return table.set_column(table.schema.get_field_index("meta"), "meta", pa.array(metas, pa.string()))
 
 
-def _merged_by_pieces(store: Store, order: Sequence[ChunkerInfo], metas: Sequence[dict[str, Any]], document: str,
-                      pages: Sequence[PageOutput], expand: Expander) -> Merged:
+def _merged_by_pieces(
+    store: Store,
+    order: Sequence[ChunkerInfo],
+    metas: Sequence[dict[str, Any]],
+    document: str,
+    pages: Sequence[PageOutput],
+    expand: Expander,
+) -> Merged:
     """``Merged`` the way ``merge_claims`` makes it, piece by piece, then ``relink``."""
     claims = load_winning_claims(store, order, metas, document, pages)
     chunk_map = merge_claims(document, pages, claims, expand=expand)
     relinked = relink([c.piece for c in chunk_map.chunks])
-    rows = [{"document_id": document, "page": c.page, "piece": c.index, **piece_row(p), "chunker": c.chunker,
-             "config_hash": c.config_hash} for c, p in zip(chunk_map.chunks, relinked)]
-    return Merged(pa.Table.from_pylist(rows, schema=tables.CLAIMS), chunk_map.dropped,
-                  [c.chunker for c in claims if c.error])
+    rows = [
+        {
+            "document_id": document,
+            "page": c.page,
+            "piece": c.index,
+            **piece_row(p),
+            "chunker": c.chunker,
+            "config_hash": c.config_hash,
+        }
+        for c, p in zip(chunk_map.chunks, relinked)
+    ]
+    return Merged(
+        pa.Table.from_pylist(rows, schema=tables.CLAIMS),
+        chunk_map.dropped,
+        [c.chunker for c in claims if c.error],
+    )
 
 
 def withdraw_chunk_map(store: Store, profile: str, document: str) -> int | None:
@@ -354,8 +458,12 @@ def texts_ahead(profile: Profile, embedder: Embedder, path: str, pieces: Sequenc
     kept = [p for p in pieces if not p.is_image]
     if not kept:
         return []
-    return [p.embed_text or p.text for parts in Expander(profile, embedder, path)(kept) for p in parts
-            if p.text and p.text.strip()]
+    return [
+        p.embed_text or p.text
+        for parts in Expander(profile, embedder, path)(kept)
+        for p in parts
+        if p.text and p.text.strip()
+    ]
 
 
 class _Counted(BoundedMemo):
@@ -409,14 +517,20 @@ class Expander:
             counted = _COUNTED.counts(self.embedder.model_id, new)
             unseen = [t for t in new if t not in counted]
             if unseen:
-                fresh = dict(zip(unseen, bounded_counts(self.embedder.token_offsets, unseen, self.embedder.count_tokens)))
+                fresh = dict(
+                    zip(
+                        unseen,
+                        bounded_counts(self.embedder.token_offsets, unseen, self.embedder.count_tokens),
+                    )
+                )
                 _COUNTED.keep(self.embedder.model_id, fresh)
                 counted.update(fresh)
             self.known.update(counted)
         return [self.known[t] for t in texts]
 
-    def plan(self, texts: Sequence[str | None], embeds: Sequence[str | None],
-             named: str = "") -> tuple[list[str | None], list[bool]]:
+    def plan(
+        self, texts: Sequence[str | None], embeds: Sequence[str | None], named: str = ""
+    ) -> tuple[list[str | None], list[bool]]:
         """For pieces given by their texts and embedding texts: each one's embedding text as
         the model will see it (the title in front, when the profile asks for it; ``named``
         is the title the document itself gave), and whether it passes as it is. One that
@@ -436,7 +550,9 @@ class Expander:
             if not self.profile.split_oversized:
                 passes.append(tokens is None or tokens <= limit)
             else:  # fits: what split_to_limit would answer, without tokenizing again
-                passes.append(tokens is not None and tokens <= limit and (whole or not text or known[text] <= limit))
+                passes.append(
+                    tokens is not None and tokens <= limit and (whole or not text or known[text] <= limit)
+                )
         return list(embeds), passes
 
     def fit(self, piece: ChunkPiece) -> list[ChunkPiece]:
@@ -447,8 +563,9 @@ class Expander:
         return split_to_limit(piece, self.embedder.token_offsets, self.embedder.max_tokens)
 
     def __call__(self, pieces: Sequence[ChunkPiece]) -> list[list[ChunkPiece]]:
-        embeds, passes = self.plan([p.text for p in pieces], [p.embed_text for p in pieces],
-                                   named_title(p.meta for p in pieces))
+        embeds, passes = self.plan(
+            [p.text for p in pieces], [p.embed_text for p in pieces], named_title(p.meta for p in pieces)
+        )
         if self.title:
             pieces = [replace(p, embed_text=e) for p, e in zip(pieces, embeds)]
         return [[piece] if ok else self.fit(piece) for piece, ok in zip(pieces, passes)]
@@ -484,9 +601,13 @@ COVERAGE_FLOOR = 0.95
 _WORD = re.compile(r"\w+")
 
 
-def chunk_map_findings(store: Store, profile: str, documents: Sequence[str], max_tokens: int,
-                       kept: dict[str, dict[str, Any]] | None = None,
-                       ) -> tuple[dict[str, list[dict[str, Any]]], list[Finding]]:
+def chunk_map_findings(
+    store: Store,
+    profile: str,
+    documents: Sequence[str],
+    max_tokens: int,
+    kept: dict[str, dict[str, Any]] | None = None,
+) -> tuple[dict[str, list[dict[str, Any]]], list[Finding]]:
     """A batch's chunk rows per document (image bytes left out) and the chunk map's checks
     over them: each document's rows and pages are read once, or taken from ``kept`` (per
     document, the ``rows`` and ``pages`` the stage just wrote and read)."""
@@ -496,12 +617,17 @@ def chunk_map_findings(store: Store, profile: str, documents: Sequence[str], max
         held = kept.get(doc, {})
         return held[key] if key in held else read()
 
-    rows_by_doc = {doc: held_or_read(doc, "rows", lambda: store.chunk_rows(profile, doc)) for doc in documents}
+    rows_by_doc = {
+        doc: held_or_read(doc, "rows", lambda: store.chunk_rows(profile, doc)) for doc in documents
+    }
     rows = [r for doc in documents for r in rows_by_doc[doc]]
     columns = ["document_id", "page", "status", "text"]
-    pages_read = [r for doc in documents
-                  for r in held_or_read(doc, "pages", lambda: store.page_rows(doc, columns=columns))
-                  if r["status"] == "read" and r["text"]]
+    pages_read = [
+        r
+        for doc in documents
+        for r in held_or_read(doc, "pages", lambda: store.page_rows(doc, columns=columns))
+        if r["status"] == "read" and r["text"]
+    ]
     return rows_by_doc, [*chunk_row_findings(rows, max_tokens), page_text_finding(pages_read, rows)]
 
 
@@ -536,8 +662,14 @@ def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -
         share = sum(n for w, n in Counter(words).items() if w in have) / len(words)
         if share < COVERAGE_FLOOR:
             low.append({"document": page["document_id"], "page": page["page"], "covered": round(share, 3)})
-    return Finding("page_text_covered", not low, "pages_below_floor", low,
-                   {"count": len(low), "pages": len(pages), "floor": COVERAGE_FLOOR}, warn=True)
+    return Finding(
+        "page_text_covered",
+        not low,
+        "pages_below_floor",
+        low,
+        {"count": len(low), "pages": len(pages), "floor": COVERAGE_FLOOR},
+        warn=True,
+    )
 
 
 def chunk_row_findings(rows: list[dict[str, Any]], max_tokens: int) -> list[Finding]:
@@ -557,23 +689,38 @@ def chunk_row_findings(rows: list[dict[str, Any]], max_tokens: int) -> list[Find
         if row["chunk_id"] in seen:
             dupes.append(where)
         seen.add(row["chunk_id"])
-        if not (row.get("text") or "").strip() and row.get("content_type") != "image" and row.get("text") is not None:
+        if (
+            not (row.get("text") or "").strip()
+            and row.get("content_type") != "image"
+            and row.get("text") is not None
+        ):
             empty.append(where)
         meta = row.get("meta") or ""
         if '"token_overflow": true' in meta:
             flagged += 1
         problem = _table_grid_problem(row.get("text") or "", row.get("layout"), meta)
         if problem:
-            grids.append({"document": row["document_id"], "page": row["page"], "chunk_id": row["chunk_id"],
-                          "problem": problem})
+            grids.append(
+                {
+                    "document": row["document_id"],
+                    "page": row["page"],
+                    "chunk_id": row["chunk_id"],
+                    "problem": problem,
+                }
+            )
         if row.get("tokens") and row["tokens"] > max_tokens and '"token_overflow": true' not in meta:
             over.append({**where, "tokens": row["tokens"]})
     return [
         Finding("valid_boxes", not bad_boxes, "invalid", bad_boxes, {"count": len(bad_boxes)}),
         Finding("unique_chunk_ids", not dupes, "duplicates", dupes, {"count": len(dupes)}),
         Finding("no_empty_chunks", not empty, "empty", empty, {"count": len(empty)}),
-        Finding("within_token_limit", not over, "over_limit_unflagged", over,
-                {"count": len(over), "flagged": flagged, "max_tokens": max_tokens}),
+        Finding(
+            "within_token_limit",
+            not over,
+            "over_limit_unflagged",
+            over,
+            {"count": len(over), "flagged": flagged, "max_tokens": max_tokens},
+        ),
         Finding("table_grid_consistent", not grids, "tables", grids, {"count": len(grids)}),
     ]
 
@@ -582,14 +729,17 @@ def page_picture(store: Store, passwords: Any, rows: list[dict[str, Any]]) -> st
     """Markdown showing the first page with geometry among ``rows``, its chunk boxes drawn
     on the page rendered from the source bytes (None when no row has a box, or the bytes
     can no longer be read)."""
-    from ingest_pipeline.stages.page_pictures import preview_markdown_image, render_page_preview
     from ingest_pipeline.readers.base import password_for
+    from ingest_pipeline.stages.page_pictures import preview_markdown_image, render_page_preview
 
     first = next((r for r in rows if r["bbox"] is not None), None)
     if first is None:
         return None
-    same_page = [r for r in rows if r["document_id"] == first["document_id"] and r["page"] == first["page"]
-                 and r["bbox"] is not None]
+    same_page = [
+        r
+        for r in rows
+        if r["document_id"] == first["document_id"] and r["page"] == first["page"] and r["bbox"] is not None
+    ]
     try:
         source, _ = load_source(store, first["document_id"])
         content = source_bytes(source)
@@ -600,9 +750,15 @@ def page_picture(store: Store, passwords: Any, rows: list[dict[str, Any]]) -> st
         if row["page"] == first["page"] and row["width"] and row["height"]:
             aspect = row["width"] / row["height"]
     boxes = [(r["bbox"]["x0"], r["bbox"]["y0"], r["bbox"]["x1"], r["bbox"]["y1"]) for r in same_page]
-    png = render_page_preview(content, source["media_type"], first["page"], boxes,
-                              labels=[str(r["index"]) for r in same_page], aspect=aspect,
-                              password=password_for(source["path"], passwords))
+    png = render_page_preview(
+        content,
+        source["media_type"],
+        first["page"],
+        boxes,
+        labels=[str(r["index"]) for r in same_page],
+        aspect=aspect,
+        password=password_for(source["path"], passwords),
+    )
     if png is None:
         return None
     where = f"{first['path']}, page {first['page']}"

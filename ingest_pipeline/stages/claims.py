@@ -11,26 +11,41 @@ from typing import Any
 
 import pyarrow as pa
 
-from ingest_pipeline.storage import tables
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 from ingest_pipeline.identity import with_reader_settings
-from ingest_pipeline.runtime.isolation import ParseWorker
-from ingest_pipeline.storage.lake import as_stored
-from ingest_pipeline.stages.merge import Claim
 from ingest_pipeline.readers.base import password_for
 from ingest_pipeline.registry import ChunkerInfo
+from ingest_pipeline.runtime.isolation import ParseWorker
 from ingest_pipeline.settings import Settings
 from ingest_pipeline.stages.common import (
-    STAGE_VERSIONS, UNCHANGED, Finding, Outcome, StageError, clear_error, direct, fingerprint_of, record_error,
+    STAGE_VERSIONS,
+    UNCHANGED,
+    Finding,
+    Outcome,
+    StageError,
+    clear_error,
+    direct,
+    fingerprint_of,
+    record_error,
 )
+from ingest_pipeline.stages.merge import Claim
 from ingest_pipeline.stages.pages import load_pages
 from ingest_pipeline.stages.sources import load_source, source_bytes
+from ingest_pipeline.storage import tables
+from ingest_pipeline.storage.lake import as_stored
 from ingest_pipeline.storage.store import Store, piece_row
 
 
 def run_chunker(
-    settings: Settings, store: Store, chunker: Any, info: ChunkerInfo, document: str, run_id: str,
-    parser: ParseWorker | None = None, force: bool = False, keep_pieces: bool = False,
+    settings: Settings,
+    store: Store,
+    chunker: Any,
+    info: ChunkerInfo,
+    document: str,
+    run_id: str,
+    parser: ParseWorker | None = None,
+    force: bool = False,
+    keep_pieces: bool = False,
 ) -> Outcome:
     """Ask one chunker version about one document and store its claims (``keep_pieces``:
     the outcome keeps the pieces it cut too, as ``pieces``, with the document's ``path``).
@@ -46,18 +61,34 @@ def run_chunker(
     fingerprint = fingerprint_of(STAGE_VERSIONS["chunks"], pages_fp, info.ref, cfg_hash)
     previous = store.claim_meta(info.asset_name, document)
     if previous and previous.get("fingerprint") == fingerprint and not force:
-        return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED}, {"meta": previous})
+        return Outcome(
+            document, "unchanged", {**previous.get("summary", {}), **UNCHANGED}, {"meta": previous}
+        )
     content = source_bytes(source)
     error = None
     worked: WorkedClaim | None = None
     started = time.perf_counter()
     try:
         if not info.media_types or source["media_type"] in info.media_types:  # else an empty claim, unasked
-            stamp = {"document_id": document, "chunker": info.ref, "config_hash": cfg_hash,
-                     "source_sha256": source["sha256"], "run_id": run_id}
+            stamp = {
+                "document_id": document,
+                "chunker": info.ref,
+                "config_hash": cfg_hash,
+                "source_sha256": source["sha256"],
+                "run_id": run_id,
+            }
             worked = (parser.call if parser else direct)(
-                claim_document, chunker, content, source["media_type"], pages,
-                password_for(source["path"], settings.passwords), stamp, info.ref, info.config_hash, keep_pieces)
+                claim_document,
+                chunker,
+                content,
+                source["media_type"],
+                pages,
+                password_for(source["path"], settings.passwords),
+                stamp,
+                info.ref,
+                info.config_hash,
+                keep_pieces,
+            )
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         record_error(store, f"chunks/{info.ref}", document, exc, run_id)
@@ -66,20 +97,38 @@ def run_chunker(
     if worked is None:
         empty = tables.CLAIMS.empty_table()
         worked = WorkedClaim(empty, [], _claim_content(empty, [], error, info.ref, info.config_hash))
-    summary = {"pages_claimed": len(worked.pages), "pieces": worked.table.num_rows, "config_hash": cfg_hash,
-               "seconds": round(time.perf_counter() - started, 4)}
-    meta = {"fingerprint": fingerprint, "chunker": info.ref, "config_hash": cfg_hash,
-            "chunker_config_hash": info.config_hash, "reader_settings": reader_identity,
-            # the hash the claim had before this one, when it differs: old and new side by side
-            "previous_config_hash": (previous.get("config_hash") if previous and previous.get("config_hash") != cfg_hash
-                                     else (previous or {}).get("previous_config_hash")),
-            "claimed_pages": worked.pages, "error": error, "content": worked.content,
-            "summary": summary, "checks": worked.checks, "metrics": worked.metrics}
+    summary = {
+        "pages_claimed": len(worked.pages),
+        "pieces": worked.table.num_rows,
+        "config_hash": cfg_hash,
+        "seconds": round(time.perf_counter() - started, 4),
+    }
+    meta = {
+        "fingerprint": fingerprint,
+        "chunker": info.ref,
+        "config_hash": cfg_hash,
+        "chunker_config_hash": info.config_hash,
+        "reader_settings": reader_identity,
+        # the hash the claim had before this one, when it differs: old and new side by side
+        "previous_config_hash": (
+            previous.get("config_hash")
+            if previous and previous.get("config_hash") != cfg_hash
+            else (previous or {}).get("previous_config_hash")
+        ),
+        "claimed_pages": worked.pages,
+        "error": error,
+        "content": worked.content,
+        "summary": summary,
+        "checks": worked.checks,
+        "metrics": worked.metrics,
+    }
     store.write_claim(info.asset_name, document, worked.table, meta)
     kept: dict[str, Any] = {"meta": as_stored(meta)}
     if keep_pieces:
         kept.update(pieces=worked.pieces or [], path=source["path"])
-    return Outcome(document, "failed" if error else "new", {**summary, **({"error": error} if error else {})}, kept)
+    return Outcome(
+        document, "failed" if error else "new", {**summary, **({"error": error} if error else {})}, kept
+    )
 
 
 @dataclass
@@ -97,18 +146,35 @@ class WorkedClaim:
     pieces: list[ChunkPiece] | None = None
 
 
-def claim_document(chunker: Any, content: bytes, media_type: str, pages: tuple[PageOutput, ...],
-                   password: str | None, stamp: dict[str, Any], ref: str, config_hash: str,
-                   keep_pieces: bool) -> WorkedClaim:
+def claim_document(
+    chunker: Any,
+    content: bytes,
+    media_type: str,
+    pages: tuple[PageOutput, ...],
+    password: str | None,
+    stamp: dict[str, Any],
+    ref: str,
+    config_hash: str,
+    keep_pieces: bool,
+) -> WorkedClaim:
     """``chunk_document`` in the parse worker, its answer made into the claim's rows there
     (``stamp``: the columns every row of the claim shares)."""
     answer, checks, metrics = chunk_document(chunker, content, media_type, pages, password)
-    rows = [{**stamp, "page": page_answer.page, "piece": number, **piece_row(piece)}
-            for page_answer in answer for number, piece in enumerate(page_answer.pieces)]
+    rows = [
+        {**stamp, "page": page_answer.page, "piece": number, **piece_row(piece)}
+        for page_answer in answer
+        for number, piece in enumerate(page_answer.pieces)
+    ]
     claimed = sorted({a.page for a in answer})
     table = pa.Table.from_pylist(rows, schema=tables.CLAIMS)
-    return WorkedClaim(table, claimed, _claim_content(table, claimed, None, ref, config_hash), checks, metrics,
-                       [piece for page_answer in answer for piece in page_answer.pieces] if keep_pieces else None)
+    return WorkedClaim(
+        table,
+        claimed,
+        _claim_content(table, claimed, None, ref, config_hash),
+        checks,
+        metrics,
+        [piece for page_answer in answer for piece in page_answer.pieces] if keep_pieces else None,
+    )
 
 
 _CONTENT_COLUMNS = ["page", "piece", *(name for name, _ in tables.PIECE_FIELDS)]
@@ -146,8 +212,15 @@ def chunk_document(
     checks = []
     if hasattr(chunker, "check"):
         for outcome in chunker.check(content, media_type, pages, answer):
-            checks.append({"name": outcome.name, "passed": outcome.passed, "severity": outcome.severity,
-                           "description": outcome.description, "metadata": dict(outcome.metadata)})
+            checks.append(
+                {
+                    "name": outcome.name,
+                    "passed": outcome.passed,
+                    "severity": outcome.severity,
+                    "description": outcome.description,
+                    "metadata": dict(outcome.metadata),
+                }
+            )
     metrics = dict(chunker.metrics(answer)) if hasattr(chunker, "metrics") and answer else {}
     return answer, checks, metrics
 
@@ -169,8 +242,13 @@ def claim_content(meta: dict[str, Any]) -> str:
     return meta.get("content") or meta.get("fingerprint", "")
 
 
-def load_winning_claims(store: Store, order: Sequence[ChunkerInfo], metas: Sequence[dict[str, Any]], document: str,
-                        pages: Sequence[PageOutput]) -> list[Claim]:
+def load_winning_claims(
+    store: Store,
+    order: Sequence[ChunkerInfo],
+    metas: Sequence[dict[str, Any]],
+    document: str,
+    pages: Sequence[PageOutput],
+) -> list[Claim]:
     """The claims of a chunker order as ``merge_claims`` uses them, reading only what can
     reach the chunk map: the pages each claim wins (first in order), and pages the document
     does not have (so the merge can count what it drops there). A claim that wins nothing
@@ -195,8 +273,13 @@ def load_winning_claims(store: Store, order: Sequence[ChunkerInfo], metas: Seque
         _, by_page = store.claim(info.asset_name, document, pages=wanted, meta=meta)
         if claimed is None:
             taken |= {p for p in by_page if p in known}
-        claims.append(Claim(chunker=info.ref, config_hash=config_hash,
-                            pages=tuple(PageChunks(page=p, pieces=tuple(v)) for p, v in sorted(by_page.items()))))
+        claims.append(
+            Claim(
+                chunker=info.ref,
+                config_hash=config_hash,
+                pages=tuple(PageChunks(page=p, pieces=tuple(v)) for p, v in sorted(by_page.items())),
+            )
+        )
     return claims
 
 
@@ -228,7 +311,15 @@ def claim_findings(metas: dict[str, dict[str, Any]], check_names: Sequence[str])
                 if not c["passed"]:
                     failures.append({"document": doc, **c.get("metadata", {})})
                     warn = warn or c.get("severity") == "warn"
-        findings.append(Finding(name, not failures, "failing", failures,
-                                {"documents_failing": len(failures), "documents_checked": len(metas)},
-                                warn=warn, description=description))
+        findings.append(
+            Finding(
+                name,
+                not failures,
+                "failing",
+                failures,
+                {"documents_failing": len(failures), "documents_checked": len(metas)},
+                warn=warn,
+                description=description,
+            )
+        )
     return findings

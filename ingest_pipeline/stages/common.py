@@ -37,9 +37,11 @@ FORCE_TAG = "ingest/force"
 # the one process, whatever executor the settings name.
 IN_PROCESS_TAG = "ingest/in_process"
 # What an unchanged outcome says about itself, so a skip is never silent.
-UNCHANGED = {"skipped_because": "inputs' fingerprint unchanged",
-             "to_recompute": f"run with tag {FORCE_TAG}=true or resource config ingest.force = true "
-                             "(ingest --force PATH)"}
+UNCHANGED = {
+    "skipped_because": "inputs' fingerprint unchanged",
+    "to_recompute": f"run with tag {FORCE_TAG}=true or resource config ingest.force = true "
+    "(ingest --force PATH)",
+}
 
 
 @dataclass

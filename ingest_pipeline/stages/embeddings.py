@@ -12,12 +12,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ingest_pipeline.storage import tables
 from ingest_pipeline.embedding.minilm import Embedder
-from ingest_pipeline.runtime.faults import crash_point
 from ingest_pipeline.identity import canonical_json, sha256_text
+from ingest_pipeline.runtime.faults import crash_point
 from ingest_pipeline.settings import Profile
-from ingest_pipeline.stages.common import STAGE_VERSIONS, UNCHANGED, Outcome, clear_error, fingerprint_of, record_error
+from ingest_pipeline.stages.common import (
+    STAGE_VERSIONS,
+    UNCHANGED,
+    Outcome,
+    clear_error,
+    fingerprint_of,
+    record_error,
+)
+from ingest_pipeline.storage import tables
 from ingest_pipeline.storage.store import Store
 from ingest_pipeline.storage.vector_index import load_client_ahead
 
@@ -37,8 +44,9 @@ class EmbeddingCache:
     def put(self, vectors: dict[str, np.ndarray], shard: str) -> None:
         self.store.add_cached_vectors(self.model_id, shard, vectors)
 
-    def embed_missing(self, embedder: Embedder, texts: Mapping[str, str], known: Mapping[str, np.ndarray],
-                      run: str) -> dict[str, np.ndarray]:
+    def embed_missing(
+        self, embedder: Embedder, texts: Mapping[str, str], known: Mapping[str, np.ndarray], run: str
+    ) -> dict[str, np.ndarray]:
         """Embed the texts (sha256 -> text) whose hash is not in ``known``, each once, and
         add their vectors to the cache as one shard named for ``run``; returns them."""
         missing = [sha for sha in texts if sha not in known]
@@ -63,8 +71,14 @@ class EmbeddingCache:
 FLUSH_TEXTS = 64
 
 
-def _to_embed(store: Store, embedder: Embedder, profile: Profile, documents: Sequence[str], force: bool,
-              finish: Callable[[str, Outcome | Exception], None]) -> list[tuple[str, pa.Table, str]]:
+def _to_embed(
+    store: Store,
+    embedder: Embedder,
+    profile: Profile,
+    documents: Sequence[str],
+    force: bool,
+    finish: Callable[[str, Outcome | Exception], None],
+) -> list[tuple[str, pa.Table, str]]:
     """The documents whose embeddings are out of date (or all, forced), with their chunk
     maps and the fingerprint their new file takes; the others go to ``finish`` (an outcome,
     or the exception that stopped the look)."""
@@ -81,8 +95,14 @@ def _to_embed(store: Store, embedder: Embedder, profile: Profile, documents: Seq
             if previous and previous.get("fingerprint") == fingerprint and not force:
                 # Nothing embedded or looked up in this run: every vector is reused as it is.
                 vectors_kept = int((previous.get("summary") or {}).get("vectors", 0) or 0)
-                finish(document, Outcome(document, "unchanged", {"vectors": vectors_kept, "embedded": 0,
-                                                                 "cached": vectors_kept, **UNCHANGED}))
+                finish(
+                    document,
+                    Outcome(
+                        document,
+                        "unchanged",
+                        {"vectors": vectors_kept, "embedded": 0, "cached": vectors_kept, **UNCHANGED},
+                    ),
+                )
                 continue
             pending.append((document, table, fingerprint))
         except Exception as exc:
@@ -94,8 +114,10 @@ def _texts_of(table: pa.Table) -> list[tuple[str, str]]:
     """(chunk id, the text the model embeds) of a chunk map's text chunks."""
     found = []
     for chunk_id, text, embed_text, image in zip(
-        table.column("chunk_id").to_pylist(), table.column("text").to_pylist(),
-        table.column("embed_text").to_pylist(), table.column("image").to_pylist(),
+        table.column("chunk_id").to_pylist(),
+        table.column("text").to_pylist(),
+        table.column("embed_text").to_pylist(),
+        table.column("image").to_pylist(),
     ):
         if image is None and text:
             found.append((chunk_id, embed_text or text))
@@ -103,8 +125,13 @@ def _texts_of(table: pa.Table) -> list[tuple[str, str]]:
 
 
 def embed_documents(
-    store: Store, embedder: Embedder, profile: Profile, documents: Sequence[str], run_id: str,
-    on_done: Callable[[Outcome], None] | None = None, force: bool = False,
+    store: Store,
+    embedder: Embedder,
+    profile: Profile,
+    documents: Sequence[str],
+    run_id: str,
+    on_done: Callable[[Outcome], None] | None = None,
+    force: bool = False,
     prefetched: Mapping[str, np.ndarray] | None = None,
 ) -> list[Outcome]:
     """Vectors for the text chunks of many documents at once: texts are deduplicated
@@ -144,8 +171,20 @@ def embed_documents(
         vectors.update(cache.embed_missing(embedder, queue, vectors, run_id))
         queue.clear()
         for document, table, fingerprint, first_here in waiting:
-            finish(_write_embeddings(store, embedder, profile, document, table, fingerprint, texts[document],
-                                     vectors, first_here, run_id))
+            finish(
+                _write_embeddings(
+                    store,
+                    embedder,
+                    profile,
+                    document,
+                    table,
+                    fingerprint,
+                    texts[document],
+                    vectors,
+                    first_here,
+                    run_id,
+                )
+            )
         waiting.clear()
 
     for document, table, fingerprint in pending:
@@ -163,9 +202,18 @@ def embed_documents(
     return outcomes
 
 
-def _write_embeddings(store: Store, embedder: Embedder, profile: Profile, document: str, table: pa.Table,
-                      fingerprint: str, texts: list[tuple[str, str]], vectors: dict[str, np.ndarray],
-                      first_here: set[str], run_id: str) -> Outcome:
+def _write_embeddings(
+    store: Store,
+    embedder: Embedder,
+    profile: Profile,
+    document: str,
+    table: pa.Table,
+    fingerprint: str,
+    texts: list[tuple[str, str]],
+    vectors: dict[str, np.ndarray],
+    first_here: set[str],
+    run_id: str,
+) -> Outcome:
     """One document's embeddings file; a text the model embedded for it in this run is
     ``embedded``, one whose vector was already known is ``cached``."""
     shas, statuses = [], []
@@ -177,17 +225,36 @@ def _write_embeddings(store: Store, embedder: Embedder, profile: Profile, docume
         shas.append(sha)
     n = len(shas)
     embedded = statuses.count("embedded")
-    summary = {"vectors": n, "embedded": embedded, "cached": n - embedded,
-               "images_without_vector": table.num_rows - table.column("image").null_count}
+    summary = {
+        "vectors": n,
+        "embedded": embedded,
+        "cached": n - embedded,
+        "images_without_vector": table.num_rows - table.column("image").null_count,
+    }
     # the vectors go to Arrow as one block of floats, not as a Python list per row
-    block = (np.stack([vectors[sha] for sha in shas]) if n else np.zeros((0, embedder.dim))).astype(np.float32)
+    block = (np.stack([vectors[sha] for sha in shas]) if n else np.zeros((0, embedder.dim))).astype(
+        np.float32
+    )
     width = block.shape[1]
-    column = pa.ListArray.from_arrays(pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32)),
-                                      pa.array(block.reshape(-1)))
-    data = pa.table({"chunk_id": [c for c, _ in texts], "profile": [profile.name] * n,
-                     "document_id": [document] * n, "model": [embedder.model_id] * n, "text_sha256": shas,
-                     "vector": column, "cache": statuses, "run_id": [run_id] * n}, schema=tables.EMBEDDINGS)
-    store.write_embeddings(profile.name, document, data, meta={"fingerprint": fingerprint, "summary": summary})
+    column = pa.ListArray.from_arrays(
+        pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32)), pa.array(block.reshape(-1))
+    )
+    data = pa.table(
+        {
+            "chunk_id": [c for c, _ in texts],
+            "profile": [profile.name] * n,
+            "document_id": [document] * n,
+            "model": [embedder.model_id] * n,
+            "text_sha256": shas,
+            "vector": column,
+            "cache": statuses,
+            "run_id": [run_id] * n,
+        },
+        schema=tables.EMBEDDINGS,
+    )
+    store.write_embeddings(
+        profile.name, document, data, meta={"fingerprint": fingerprint, "summary": summary}
+    )
     clear_error(store, f"embeddings/{profile.name}", document)
     crash_point("embedding")
     return Outcome(document, "new", summary)
@@ -261,8 +328,15 @@ class EmbeddingPrefetch:
         return cls._for(store, embedder, profile, run_id)._add(texts, final=False)
 
     @classmethod
-    def start(cls, store: Store, embedder: Embedder, profile: Profile, documents: Sequence[str], run_id: str,
-              force: bool = False) -> EmbeddingPrefetch | None:
+    def start(
+        cls,
+        store: Store,
+        embedder: Embedder,
+        profile: Profile,
+        documents: Sequence[str],
+        run_id: str,
+        force: bool = False,
+    ) -> EmbeddingPrefetch | None:
         """Hand over the texts the profile's embeddings step will need for these documents
         and the cache lacks, and close the hand-over (texts fed earlier and not among them
         are dropped); None when nothing is left to embed ahead."""
@@ -278,8 +352,9 @@ class EmbeddingPrefetch:
         return cls.settle(store, embedder, profile.name, missing, run_id)
 
     @classmethod
-    def settle(cls, store: Store, embedder: Embedder, profile: str, texts: Mapping[str, str],
-               run_id: str) -> EmbeddingPrefetch | None:
+    def settle(
+        cls, store: Store, embedder: Embedder, profile: str, texts: Mapping[str, str], run_id: str
+    ) -> EmbeddingPrefetch | None:
         """Close the hand-over with the texts (sha256 -> text) the chunk map holds and the
         cache lacked: a text fed earlier and not among them is dropped unless the model
         already embedded it; None when none of them is embedded here."""

@@ -11,13 +11,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest_pipeline.settings import Profile
-from ingest_pipeline.stages.common import STAGE_VERSIONS, UNCHANGED, Finding, Outcome, UpstreamMissing, fingerprint_of
+from ingest_pipeline.stages.common import (
+    STAGE_VERSIONS,
+    UNCHANGED,
+    Finding,
+    Outcome,
+    UpstreamMissing,
+    fingerprint_of,
+)
 from ingest_pipeline.storage.store import Store
 from ingest_pipeline.storage.vector_index import VectorIndex, index_schema, search_text
 
 
-def index_document(store: Store, index: VectorIndex, profile: Profile, document: str, run_id: str,
-                   force: bool = False) -> Outcome:
+def index_document(
+    store: Store, index: VectorIndex, profile: Profile, document: str, run_id: str, force: bool = False
+) -> Outcome:
     """Make the profile's LanceDB table hold exactly this document's current chunks."""
     chunks = store.chunk_map(profile.name, document)
     vectors = store.embeddings(profile.name, document)
@@ -26,14 +34,20 @@ def index_document(store: Store, index: VectorIndex, profile: Profile, document:
         empty = pa.Table.from_pylist([], schema=index_schema(index.dim))
         removed = index.sync_document(profile.name, document, empty)
         store.delete_index_marker(profile.name, document)
-        return Outcome(document, "skipped", {"reason": "chunk map withdrawn", "rows_removed": removed["rows_before"]})
+        return Outcome(
+            document, "skipped", {"reason": "chunk map withdrawn", "rows_removed": removed["rows_before"]}
+        )
     if chunks is None or vectors is None:
         raise UpstreamMissing(f"no chunks or embeddings for {document}")
     emb_fp = (store.embeddings_meta(profile.name, document) or {}).get("fingerprint")
     fingerprint = fingerprint_of(STAGE_VERSIONS["lancedb"], emb_fp)
     marker = store.index_marker(profile.name, document)
-    if not force and marker and marker.get("fingerprint") == fingerprint and index.count(
-            profile.name, document) == marker.get("rows"):
+    if (
+        not force
+        and marker
+        and marker.get("fingerprint") == fingerprint
+        and index.count(profile.name, document) == marker.get("rows")
+    ):
         return Outcome(document, "unchanged", {"rows": marker.get("rows"), **UNCHANGED})
     rows = []
     for row in chunks.drop_columns(["image"]).to_pylist():
@@ -48,9 +62,17 @@ def index_document(store: Store, index: VectorIndex, profile: Profile, document:
     data = data.append_column("vector", vectors.column("vector").take(at).cast(schema.field("vector").type))
     result = index.sync_document(profile.name, document, data)
     shas = set(chunks.column("source_sha256").to_pylist())
-    store.write_index_marker(profile.name, document, result["rows"],
-                             meta={"fingerprint": fingerprint, "rows": result["rows"], "run_id": run_id,
-                                   "source_sha256": shas.pop() if len(shas) == 1 else None})
+    store.write_index_marker(
+        profile.name,
+        document,
+        result["rows"],
+        meta={
+            "fingerprint": fingerprint,
+            "rows": result["rows"],
+            "run_id": run_id,
+            "source_sha256": shas.pop() if len(shas) == 1 else None,
+        },
+    )
     return Outcome(document, "new", result)
 
 
@@ -69,8 +91,9 @@ def finished(store: Store, profile: str, document: str) -> dict[str, Any] | None
     return marker
 
 
-def index_findings(store: Store, index: VectorIndex, profile: str,
-                   documents: Sequence[str]) -> tuple[dict[str, int], Finding]:
+def index_findings(
+    store: Store, index: VectorIndex, profile: str, documents: Sequence[str]
+) -> tuple[dict[str, int], Finding]:
     """Each document's LanceDB rows, and whether they equal its chunk map's rows (LanceDB's
     rows of the whole batch read in one scan)."""
     mismatches, counts = [], {}

@@ -78,11 +78,17 @@ def render_page_preview(
     if not isinstance(content, (bytes, bytearray, memoryview)):
         return None
     key = (hashlib.sha256(content).digest(), page, width_px, password)
-    return _encode_with_boxes(None, boxes, labels, key, lambda: _render_pdf_page(content, page, width_px, password))
+    return _encode_with_boxes(
+        None, boxes, labels, key, lambda: _render_pdf_page(content, page, width_px, password)
+    )
 
 
 def page_image(
-    content: bytes, media_type: str, page: int, width_px: int = 600, password: str | None = None,
+    content: bytes,
+    media_type: str,
+    page: int,
+    width_px: int = 600,
+    password: str | None = None,
     aspect: float | None = None,
 ):
     """The page as an RGB PIL image, as :func:`render_page_preview` draws it before the
@@ -243,7 +249,9 @@ def _encode_with_boxes(image, boxes, labels, key: tuple | None = None, render=No
                 image = render()
                 if image is None:
                     return None
-            quantized = image.quantize(colors=colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+            quantized = image.quantize(
+                colors=colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
+            )
             _KEPT.put(key and (*key, colours), quantized)
         png = _encode_once(quantized, boxes, labels, colours)
         if len(png) <= PNG_BUDGET:

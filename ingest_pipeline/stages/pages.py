@@ -6,20 +6,33 @@ from __future__ import annotations
 from typing import Any
 
 from ingest_pipeline.contract import PageOutput
-from ingest_pipeline.runtime.faults import crash_point
 from ingest_pipeline.identity import canonical_json
-from ingest_pipeline.runtime.isolation import ParseWorker
 from ingest_pipeline.readers import changed_settings, read_pages, reader_ids, reader_settings
 from ingest_pipeline.readers.base import ReadOptions, password_for
 from ingest_pipeline.readers.ocr import ocr_concerns
+from ingest_pipeline.runtime.faults import crash_point
+from ingest_pipeline.runtime.isolation import ParseWorker
 from ingest_pipeline.settings import Settings
-from ingest_pipeline.stages.common import STAGE_VERSIONS, UNCHANGED, Outcome, UpstreamMissing, direct, fingerprint_of
+from ingest_pipeline.stages.common import (
+    STAGE_VERSIONS,
+    UNCHANGED,
+    Outcome,
+    UpstreamMissing,
+    direct,
+    fingerprint_of,
+)
 from ingest_pipeline.stages.sources import load_source, source_bytes
 from ingest_pipeline.storage.store import Store
 
 
-def read_document(settings: Settings, store: Store, document: str, run_id: str,
-                  parser: ParseWorker | None = None, force: bool = False) -> Outcome:
+def read_document(
+    settings: Settings,
+    store: Store,
+    document: str,
+    run_id: str,
+    parser: ParseWorker | None = None,
+    force: bool = False,
+) -> Outcome:
     """Run the page readers; one row per page, located lines in their own table.
 
     The fingerprint covers the bytes, the readers, whether a password was given and, for a
@@ -37,14 +50,20 @@ def read_document(settings: Settings, store: Store, document: str, run_id: str,
 
     def fingerprint_for(ocr_matters: bool) -> str:
         changed = changed_settings(stated) if ocr_matters else {}
-        return fingerprint_of(STAGE_VERSIONS["pages"], source_meta.get("fingerprint"), sorted(reader_ids()),
-                              password is not None, *([changed] if changed else []))
+        return fingerprint_of(
+            STAGE_VERSIONS["pages"],
+            source_meta.get("fingerprint"),
+            sorted(reader_ids()),
+            password is not None,
+            *([changed] if changed else []),
+        )
 
     if previous and previous.get("fingerprint") == fingerprint_for(_ocr_mattered(previous)) and not force:
         return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED})
     content = source_bytes(source)
-    options = ReadOptions(name=source["path"], password=password,
-                          ocr=stated.get("ocr"), ocr_dpi=stated.get("ocr_dpi"))
+    options = ReadOptions(
+        name=source["path"], password=password, ocr=stated.get("ocr"), ocr_dpi=stated.get("ocr_dpi")
+    )
     try:
         outputs = (parser.call if parser else direct)(read_pages, content, source["media_type"], options)
     except Exception:
@@ -55,9 +74,14 @@ def read_document(settings: Settings, store: Store, document: str, run_id: str,
     with_password = {"password": True} if password is not None else {}
     page_config = {**stated, **with_password}
     other_config = canonical_json(with_password) if with_password else None
-    columns = [{"source_sha256": source["sha256"], "run_id": run_id,
-                "reader_config": canonical_json(page_config) if stated and ocr_concerns(out) else other_config}
-               for out in outputs]
+    columns = [
+        {
+            "source_sha256": source["sha256"],
+            "run_id": run_id,
+            "reader_config": canonical_json(page_config) if stated and ocr_concerns(out) else other_config,
+        }
+        for out in outputs
+    ]
     summary: dict[str, Any] = {"pages": len(outputs)}
     for out in outputs:
         summary[out.status] = summary.get(out.status, 0) + 1
@@ -65,8 +89,13 @@ def read_document(settings: Settings, store: Store, document: str, run_id: str,
     # reader_identity: the non-default settings this document's output depends on; the
     # chunkers' config hashes for it take them in (identity.with_reader_settings).
     identity = changed_settings(stated) if ocr_pages else {}
-    meta = {"fingerprint": fingerprint, "summary": summary, "ocr_pages": ocr_pages,
-            "reader_config": {**(stated if ocr_pages else {}), **with_password}, "reader_identity": identity}
+    meta = {
+        "fingerprint": fingerprint,
+        "summary": summary,
+        "ocr_pages": ocr_pages,
+        "reader_config": {**(stated if ocr_pages else {}), **with_password},
+        "reader_identity": identity,
+    }
     store.write_pages(document, outputs, columns, meta)
     crash_point("reading")
     return Outcome(document, "new", summary)
@@ -78,7 +107,9 @@ def _ocr_mattered(previous: dict[str, Any]) -> bool:
     if "ocr_pages" in previous:
         return bool(previous["ocr_pages"])
     summary = previous.get("summary") or {}
-    return bool(summary.get("unreadable")) or any(r.startswith("rapidocr@") for r in summary.get("readers", []))
+    return bool(summary.get("unreadable")) or any(
+        r.startswith("rapidocr@") for r in summary.get("readers", [])
+    )
 
 
 def load_pages(store: Store, document: str) -> tuple[tuple[PageOutput, ...], str]:

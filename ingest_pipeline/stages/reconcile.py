@@ -21,8 +21,9 @@ class PartitionPlan:
     batches: list[list[str]]  # contiguous ranges of ``ordered`` covering exactly the keys to run
 
 
-def plan_partitions(partition_keys: Sequence[str], run: Iterable[str], gone: Iterable[str],
-                    batch_size: int) -> PartitionPlan:
+def plan_partitions(
+    partition_keys: Sequence[str], run: Iterable[str], gone: Iterable[str], batch_size: int
+) -> PartitionPlan:
     """``partition_keys``: the current ones in order (read once); ``run``: the keys to run
     (new ones go after the current ones); ``gone``: keys whose documents (or shards) are
     gone. A key is added or removed only if that changes the partitions."""
@@ -35,8 +36,14 @@ def plan_partitions(partition_keys: Sequence[str], run: Iterable[str], gone: Ite
     return PartitionPlan(add, remove, ordered, contiguous_batches(ordered, set(run), batch_size))
 
 
-def reconcile(store: Store, index: VectorIndex, entries: Sequence[DocumentEntry], gone: Iterable[str],
-              partition_keys: Sequence[str], batch_size: int) -> PartitionPlan:
+def reconcile(
+    store: Store,
+    index: VectorIndex,
+    entries: Sequence[DocumentEntry],
+    gone: Iterable[str],
+    partition_keys: Sequence[str],
+    batch_size: int,
+) -> PartitionPlan:
     """Document mode: forget the ``gone`` documents, write the inventory rows of
     ``entries``, and plan their partitions (each document is its own partition)."""
     gone = sorted(set(gone))

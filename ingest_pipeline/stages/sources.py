@@ -7,18 +7,25 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ingest_pipeline import media_types
-
-from ingest_pipeline.storage import object_store
 from ingest_pipeline.documents import DocumentEntry, UntrustedSource, check_trusted
 from ingest_pipeline.identity import sha256_bytes
 from ingest_pipeline.settings import Settings
 from ingest_pipeline.stages.common import (
-    STAGE_VERSIONS, UNCHANGED, Outcome, StageError, UpstreamMissing, fingerprint_of, now,
+    STAGE_VERSIONS,
+    UNCHANGED,
+    Outcome,
+    StageError,
+    UpstreamMissing,
+    fingerprint_of,
+    now,
 )
+from ingest_pipeline.storage import object_store
 from ingest_pipeline.storage.store import Store
 
 
-def observe_source(settings: Settings, store: Store, document: str, run_id: str, force: bool = False) -> Outcome:
+def observe_source(
+    settings: Settings, store: Store, document: str, run_id: str, force: bool = False
+) -> Outcome:
     """Record a document's bytes: media type from the bytes, size, sha256, mtime, path.
 
     A file that definitely cannot be observed (refused link, over its size limit, gone,
@@ -35,8 +42,10 @@ def observe_source(settings: Settings, store: Store, document: str, run_id: str,
         store.delete_source(document)
         raise
     except Exception as exc:
-        raise SourceUnavailable(f"could not read {entry.path} now ({type(exc).__name__}: {exc}); its previous "
-                                "rows stay served and the next run tries again") from exc
+        raise SourceUnavailable(
+            f"could not read {entry.path} now ({type(exc).__name__}: {exc}); its previous "
+            "rows stay served and the next run tries again"
+        ) from exc
 
 
 class SourceUnavailable(StageError):
@@ -63,8 +72,10 @@ def _observe(settings: Settings, store: Store, entry: DocumentEntry, run_id: str
     family = media_types.size_family(media)
     limit = settings.max_bytes.get(family)
     if limit is not None and stat.size > limit:
-        raise StageError(f"{media} file of {stat.size / MIB:.1f} MiB is over the {family} limit of "
-                         f"{limit / MIB:g} MiB ([limits.max_mib] {family}); not loaded")
+        raise StageError(
+            f"{media} file of {stat.size / MIB:.1f} MiB is over the {family} limit of "
+            f"{limit / MIB:g} MiB ([limits.max_mib] {family}); not loaded"
+        )
     try:
         sha = object_store.sha256(real, _HASH_BLOCK)
     except FileNotFoundError:

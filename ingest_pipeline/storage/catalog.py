@@ -43,8 +43,9 @@ def view_sql(lake: Lake | Store, table: str) -> str:
     has_files = next(iter(store.table_files(table)), None) is not None
     if has_files:
         source = _location(store.lake, store.table_glob(table))
-        return (f"SELECT * FROM read_parquet({_sql_string(source)}, union_by_name=true, "
-                f"hive_partitioning=false)")
+        return (
+            f"SELECT * FROM read_parquet({_sql_string(source)}, union_by_name=true, hive_partitioning=false)"
+        )
     return f"SELECT * FROM read_parquet({_sql_string(_location(store.lake, store.schema_file(table)))})"
 
 
@@ -75,8 +76,11 @@ def s3_secret_sql(environ: dict[str, str] | None = None) -> str:
     endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
     if endpoint:
         scheme, _, host = endpoint.partition("://")
-        parts += [f"ENDPOINT {_sql_string(host.rstrip('/'))}", "URL_STYLE 'path'",
-                  f"USE_SSL {'true' if scheme == 'https' else 'false'}"]
+        parts += [
+            f"ENDPOINT {_sql_string(host.rstrip('/'))}",
+            "URL_STYLE 'path'",
+            f"USE_SSL {'true' if scheme == 'https' else 'false'}",
+        ]
     return f"CREATE OR REPLACE TEMPORARY SECRET ingest_s3 ({', '.join(parts)})"
 
 
@@ -102,8 +106,11 @@ def _register_datasets(con: Any, lake: Lake | Store, only: tuple[str, ...] | Non
     for table in only or VIEWS:
         schema = tables.PUBLIC[table]
         files = list(store.table_files(table))
-        data = ds.dataset(files, schema=schema, filesystem=store.lake.fs, format="parquet") if files else \
-            pa.Table.from_pylist([], schema=schema)
+        data = (
+            ds.dataset(files, schema=schema, filesystem=store.lake.fs, format="parquet")
+            if files
+            else pa.Table.from_pylist([], schema=schema)
+        )
         con.register(f"lake_{table}", data)
         sql = f'SELECT * FROM "lake_{table}"'
         con.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {sql}')
@@ -120,7 +127,8 @@ def _register_datasets(con: Any, lake: Lake | Store, only: tuple[str, ...] | Non
 # the words one has that the other lacks.
 DERIVED = {
     "chunk_lineage": """
-        SELECT c.chunk_id, c.label, c.profile, c.document_id, c.path, c.page, c."index", c.bbox, c.bbox_reason,
+        SELECT c.chunk_id, c.label, c.profile, c.document_id, c.path, c.page, c."index", c.bbox,
+               c.bbox_reason,
                c.chunker, c.config_hash, c.reader, c.source_sha256, s.sha256 AS current_sha256,
                c.source_sha256 = s.sha256 AS current, s.uri, s.media_type, c.run_id
         FROM chunks c LEFT JOIN sources s USING (document_id)""",
@@ -134,7 +142,8 @@ DERIVED = {
                a.pieces AS pieces_a, b.pieces AS pieces_b,
                list_filter(list_distinct(string_split_regex(lower(coalesce(a.text, '')), '\\s+')),
                            lambda w: w <> '' AND NOT list_contains(
-                               string_split_regex(lower(coalesce(b.text, '')), '\\s+'), w)) AS words_only_in_a,
+                               string_split_regex(lower(coalesce(b.text, '')), '\\s+'), w))
+                   AS words_only_in_a,
                list_filter(list_distinct(string_split_regex(lower(coalesce(b.text, '')), '\\s+')),
                            lambda w: w <> '' AND NOT list_contains(
                                string_split_regex(lower(coalesce(a.text, '')), '\\s+'), w)) AS words_only_in_b
@@ -189,8 +198,11 @@ def _httpfs_available() -> bool:
 
 
 def _httpfs_loaded(con: Any) -> bool:
-    return bool(con.execute("SELECT count(*) FROM duckdb_extensions() WHERE extension_name = 'httpfs' "
-                            "AND loaded").fetchall()[0][0])
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM duckdb_extensions() WHERE extension_name = 'httpfs' AND loaded"
+        ).fetchall()[0][0]
+    )
 
 
 def connect(lake: Lake | Store, only: tuple[str, ...] | None = None):

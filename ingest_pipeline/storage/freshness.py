@@ -26,10 +26,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-
-from ingest_pipeline.storage import object_store
 from ingest_pipeline.identity import canonical_json, sha256_text
 from ingest_pipeline.settings import PASSWORDS_FILE
+from ingest_pipeline.storage import object_store
 from ingest_pipeline.storage.store import Store
 
 # Failures that depend on the machine's load, the run or the network, not on the document:
@@ -44,21 +43,35 @@ def run_identity(parts) -> str:
     from ingest_pipeline.stages import STAGE_VERSIONS
 
     settings, registry, embedder = parts.settings, parts.registry, parts.embedder
-    return sha256_text(canonical_json({
-        "stages": STAGE_VERSIONS,
-        "readers": sorted(reader_ids()),
-        "reader_settings": reader_settings(media_types.PDF),
-        "chunkers": sorted((i.ref, i.config_hash, list(i.media_types or ())) for i in registry.infos()),
-        "profiles": [(p.name, list(p.chunkers), p.options(), settings.is_indexed(p)) for p in settings.profiles],
-        "served": settings.default_profile,
-        "limits": [settings.max_file_bytes, dict(settings.max_bytes), list(settings.link_roots),
-                   settings.parse_timeout, settings.parse_memory_bytes],
-        "model": [embedder.model_id, embedder.max_tokens, embedder.dim],
-        # Any edit of the passwords file (whose values are never stored) looks at every
-        # document again: a corrected password must reach the document it failed.
-        "passwords_file": _file_version(os.environ.get("INGEST_PASSWORDS")
-                                        or object_store.join(settings.data, PASSWORDS_FILE)),
-    }))
+    return sha256_text(
+        canonical_json(
+            {
+                "stages": STAGE_VERSIONS,
+                "readers": sorted(reader_ids()),
+                "reader_settings": reader_settings(media_types.PDF),
+                "chunkers": sorted(
+                    (i.ref, i.config_hash, list(i.media_types or ())) for i in registry.infos()
+                ),
+                "profiles": [
+                    (p.name, list(p.chunkers), p.options(), settings.is_indexed(p)) for p in settings.profiles
+                ],
+                "served": settings.default_profile,
+                "limits": [
+                    settings.max_file_bytes,
+                    dict(settings.max_bytes),
+                    list(settings.link_roots),
+                    settings.parse_timeout,
+                    settings.parse_memory_bytes,
+                ],
+                "model": [embedder.model_id, embedder.max_tokens, embedder.dim],
+                # Any edit of the passwords file (whose values are never stored) looks at every
+                # document again: a corrected password must reach the document it failed.
+                "passwords_file": _file_version(
+                    os.environ.get("INGEST_PASSWORDS") or object_store.join(settings.data, PASSWORDS_FILE)
+                ),
+            }
+        )
+    )
 
 
 def _file_version(path: str) -> list[int] | None:
@@ -126,9 +139,13 @@ class Freshness:
 
             self._errors = {}
             if self._documents:
-                for row in query(self.store, "SELECT document_id, stage, error, reason FROM errors "
-                                             "WHERE list_contains(?, document_id) ORDER BY stage",
-                                 [self._documents], con=self._con).to_pylist():
+                for row in query(
+                    self.store,
+                    "SELECT document_id, stage, error, reason FROM errors "
+                    "WHERE list_contains(?, document_id) ORDER BY stage",
+                    [self._documents],
+                    con=self._con,
+                ).to_pylist():
                     self._errors.setdefault(row.pop("document_id"), []).append(row)
         return self._errors
 
@@ -149,7 +166,7 @@ class Freshness:
             metas[asset] = meta
             fingerprints.append((asset, meta.get("fingerprint")))
             if asset.startswith("lancedb_"):
-                profile = asset[len("lancedb_"):]
+                profile = asset[len("lancedb_") :]
                 rows[profile] = [meta.get("rows"), self._index_rows(profile).get(entry.document_id, 0)]
         return {
             "sha256": object_store.sha256(real),

@@ -76,8 +76,9 @@ def ensure_indices(table, min_vector_rows: int = VECTOR_INDEX_MIN_ROWS) -> list[
     return created
 
 
-def optimize_lancedb(index: VectorIndex, keep_versions: timedelta = KEEP_VERSIONS,
-                     min_vector_rows: int = VECTOR_INDEX_MIN_ROWS) -> list[TableReport]:
+def optimize_lancedb(
+    index: VectorIndex, keep_versions: timedelta = KEEP_VERSIONS, min_vector_rows: int = VECTOR_INDEX_MIN_ROWS
+) -> list[TableReport]:
     """For each table: create missing indices, then LanceDB's optimize (compacts small
     fragments, adds new rows to the indices, removes versions older than ``keep_versions``).
     Each table holds the write lock only while it is optimized."""
@@ -90,17 +91,25 @@ def optimize_lancedb(index: VectorIndex, keep_versions: timedelta = KEEP_VERSION
             created = ensure_indices(table, min_vector_rows)
             table.optimize(cleanup_older_than=keep_versions)
             table.checkout_latest()
-            reports.append(TableReport(
-                table=name, rows=table.count_rows(), fragments_before=before_fragments,
-                fragments_after=_fragments(table), versions_before=before_versions,
-                versions_after=len(table.list_versions()),
-                indices=sorted(i.name for i in table.list_indices()), created=created,
-                seconds=round(time.perf_counter() - started, 3)))
+            reports.append(
+                TableReport(
+                    table=name,
+                    rows=table.count_rows(),
+                    fragments_before=before_fragments,
+                    fragments_after=_fragments(table),
+                    versions_before=before_versions,
+                    versions_after=len(table.list_versions()),
+                    indices=sorted(i.name for i in table.list_indices()),
+                    created=created,
+                    seconds=round(time.perf_counter() - started, 3),
+                )
+            )
     return reports
 
 
-def compact_embedding_cache(store: Store, model_id: str,
-                            min_shards: int = CACHE_SHARDS_BEFORE_COMPACTION) -> dict[str, int]:
+def compact_embedding_cache(
+    store: Store, model_id: str, min_shards: int = CACHE_SHARDS_BEFORE_COMPACTION
+) -> dict[str, int]:
     """Fold the cache's shards into one (a vector per text hash). The new shard is written
     before the old ones are deleted, so a kill in between leaves duplicates, never a gap;
     shards written meanwhile by a running ingest are not touched."""
@@ -109,8 +118,12 @@ def compact_embedding_cache(store: Store, model_id: str,
         return {"shards_before": len(shards), "shards_after": len(shards), "vectors": 0}
     merged = pa.concat_tables([store.read_cache_file(path) for path in shards])
     # One row per text hash (a text embedded by two concurrent runs has two equal vectors).
-    first = pa.table({"sha": merged.column("text_sha256"), "i": pa.array(range(merged.num_rows))}).group_by(
-        "sha", use_threads=False).aggregate([("i", "min")]).column("i_min")
+    first = (
+        pa.table({"sha": merged.column("text_sha256"), "i": pa.array(range(merged.num_rows))})
+        .group_by("sha", use_threads=False)
+        .aggregate([("i", "min")])
+        .column("i_min")
+    )
     merged = merged.take(pa.array(sorted(first.to_pylist())))
     digest = sha256_text(canonical_json(sorted(p.rsplit("/", 1)[-1] for p in shards)))[:16]
     left = store.replace_cache_files(model_id, merged, f"compacted-{digest}", shards)

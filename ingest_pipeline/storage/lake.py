@@ -207,8 +207,13 @@ class Lake:
         removed = 0
         selector = pafs.FileSelector(self.root, recursive=True, allow_not_found=True)
         for info in self.fs.get_file_info(selector):
-            if (info.type == pafs.FileType.File and info.base_name.startswith(".") and info.base_name.endswith(".tmp")
-                    and info.mtime is not None and info.mtime.timestamp() < cutoff):
+            if (
+                info.type == pafs.FileType.File
+                and info.base_name.startswith(".")
+                and info.base_name.endswith(".tmp")
+                and info.mtime is not None
+                and info.mtime.timestamp() < cutoff
+            ):
                 self.fs.delete_file(info.path)
                 removed += 1
         return removed

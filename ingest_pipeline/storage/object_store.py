@@ -160,7 +160,7 @@ def walk(root: str) -> Iterator[tuple[str, str, FileStat]]:
     for info in filesystem.get_file_info(selector):
         if info.type != pafs.FileType.File:
             continue
-        rel = info.path[len(inner):].lstrip("/")
+        rel = info.path[len(inner) :].lstrip("/")
         parts = rel.split("/")
         if any(p.startswith(".") for p in parts[:-1]) or not is_candidate(parts[-1]):
             continue

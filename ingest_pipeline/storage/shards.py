@@ -13,24 +13,30 @@ only a shard whose digest moved is read and compared file by file.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ingest_pipeline.storage.shard_keys import MODES, Listed, ShardScheme, digest, is_shard_key, source_document_id
+from ingest_pipeline.storage.shard_keys import (
+    Listed,
+    ShardScheme,
+    digest,
+    is_shard_key,
+    source_document_id,
+)
 from ingest_pipeline.storage.store import Store
 
-MANIFEST = pa.schema([
-    ("document_id", pa.string()),
-    ("path", pa.string()),
-    ("uri", pa.string()),
-    ("size", pa.int64()),
-    ("mtime_ns", pa.int64()),
-])
+MANIFEST = pa.schema(
+    [
+        ("document_id", pa.string()),
+        ("path", pa.string()),
+        ("uri", pa.string()),
+        ("size", pa.int64()),
+        ("mtime_ns", pa.int64()),
+    ]
+)
 
 
 def group(listing: Iterable[Listed], scheme: ShardScheme) -> dict[str, list[Listed]]:
@@ -71,19 +77,43 @@ def read_manifest(store: Store, scheme: ShardScheme, shard: str) -> dict[str, tu
     if table is None:
         return {}
     cols = table.to_pydict()
-    return {d: (p, u, s, m) for d, p, u, s, m in zip(cols["document_id"], cols["path"], cols["uri"], cols["size"],
-                                                  cols["mtime_ns"])}
+    return {
+        d: (p, u, s, m)
+        for d, p, u, s, m in zip(
+            cols["document_id"], cols["path"], cols["uri"], cols["size"], cols["mtime_ns"]
+        )
+    }
 
 
-def write_manifest(store: Store, scheme: ShardScheme, shard: str, members: Sequence[tuple[str, Listed]]) -> None:
+def write_manifest(
+    store: Store, scheme: ShardScheme, shard: str, members: Sequence[tuple[str, Listed]]
+) -> None:
     rows = sorted(members, key=lambda m: m[0])
-    store.write_manifest(scheme.mode, shard, pa.table({
-        "document_id": [d for d, _ in rows], "path": [e.path for _, e in rows], "uri": [e.uri for _, e in rows],
-        "size": [e.size for _, e in rows], "mtime_ns": [e.mtime_ns for _, e in rows]}, schema=MANIFEST))
+    store.write_manifest(
+        scheme.mode,
+        shard,
+        pa.table(
+            {
+                "document_id": [d for d, _ in rows],
+                "path": [e.path for _, e in rows],
+                "uri": [e.uri for _, e in rows],
+                "size": [e.size for _, e in rows],
+                "mtime_ns": [e.mtime_ns for _, e in rows],
+            },
+            schema=MANIFEST,
+        ),
+    )
 
 
-def scan(store: Store, scheme: ShardScheme, listing: Iterable[Listed], previous: Mapping[str, str],
-         limit: int = 256, skip: Iterable[str] = (), first: Iterable[str] = ()) -> Scan:
+def scan(
+    store: Store,
+    scheme: ShardScheme,
+    listing: Iterable[Listed],
+    previous: Mapping[str, str],
+    limit: int = 256,
+    skip: Iterable[str] = (),
+    first: Iterable[str] = (),
+) -> Scan:
     """Compare a listing with the shard digests last seen; for at most ``limit`` moved
     shards, diff against the shard's manifest and write the new manifest. Shards in ``skip``
     (a run for them has not ended) are left as they are, manifest included; moved shards in
@@ -92,8 +122,10 @@ def scan(store: Store, scheme: ShardScheme, listing: Iterable[Listed], previous:
     shards = group(listing, scheme)
     files = sum(len(m) for m in shards.values())
     digests = {shard: digest(members) for shard, members in shards.items()}
-    moved = sorted((s for s, d in digests.items() if previous.get(s) != d and s not in skip),
-                   key=lambda s: (s not in first, s))
+    moved = sorted(
+        (s for s, d in digests.items() if previous.get(s) != d and s not in skip),
+        key=lambda s: (s not in first, s),
+    )
     vanished = sorted(s for s in previous if s not in shards and s not in skip)
     changes = []
     for shard in moved[:limit]:
@@ -117,11 +149,14 @@ def scan(store: Store, scheme: ShardScheme, listing: Iterable[Listed], previous:
 def list_source_root(root: str) -> Iterator[Listed]:
     """The source root (a folder or a bucket prefix) as a listing."""
     from ingest_pipeline.storage import object_store
+
     for rel, uri, st in object_store.walk(root):
         yield Listed(rel, uri, st.size, st.mtime_ns)
 
 
-def documents_of(store: Store, scheme: ShardScheme | None, keys: Iterable[str]) -> Iterator[tuple[str, str, str]]:
+def documents_of(
+    store: Store, scheme: ShardScheme | None, keys: Iterable[str]
+) -> Iterator[tuple[str, str, str]]:
     """(document id, path, uri) of every document of the given partition keys: a shard
     key expands to its manifest's documents, a document id stands for itself."""
     for key in keys:

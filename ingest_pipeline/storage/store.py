@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest_pipeline.storage import tables
 from ingest_pipeline.contract import ChunkPiece, Layout, LocatedLine, PageOutput
 from ingest_pipeline.documents import DocumentEntry
+from ingest_pipeline.storage import tables
 from ingest_pipeline.storage.lake import Lake
 
 Meta = dict[str, Any]
@@ -67,36 +67,75 @@ def claim_pieces(table: pa.Table) -> list[tuple[int, ChunkPiece]]:
     boxes = table.column("bbox").combine_chunks()
     corners = [pc.struct_field(boxes, name).to_pylist() for name in ("x0", "y0", "x1", "y1")]
     boxed = boxes.is_valid().to_pylist()
-    names = ("page", "text", "image", "bbox_reason", "layout", "header_path", "content_type", "embed_text", "meta")
+    names = (
+        "page",
+        "text",
+        "image",
+        "bbox_reason",
+        "layout",
+        "header_path",
+        "content_type",
+        "embed_text",
+        "meta",
+    )
     columns = [table.column(name).to_pylist() for name in names]
     from_json, loads = Layout.from_json, json.loads
     return [
-        (page, ChunkPiece(text=text, image=image, bbox=(x0, y0, x1, y1) if box else None, bbox_reason=reason,
-                          layout=from_json(layout), header_path=tuple(path or ()), content_type=kind,
-                          embed_text=embed, meta=loads(meta) if meta else {}))
-        for box, x0, y0, x1, y1, page, text, image, reason, layout, path, kind, embed, meta
-        in zip(boxed, *corners, *columns)
+        (
+            page,
+            ChunkPiece(
+                text=text,
+                image=image,
+                bbox=(x0, y0, x1, y1) if box else None,
+                bbox_reason=reason,
+                layout=from_json(layout),
+                header_path=tuple(path or ()),
+                content_type=kind,
+                embed_text=embed,
+                meta=loads(meta) if meta else {},
+            ),
+        )
+        for box, x0, y0, x1, y1, page, text, image, reason, layout, path, kind, embed, meta in zip(
+            boxed, *corners, *columns
+        )
     ]
 
 
 def line_row(document: str, page: int, number: int, line: LocatedLine) -> dict[str, Any]:
     w, h = line.space
     return {
-        "document_id": document, "page": page, "line": number, "text": line.text,
-        "x0": line.box[0], "y0": line.box[1], "x1": line.box[2], "y1": line.box[3],
-        "space_width": w, "space_height": h, "confidence": line.confidence,
+        "document_id": document,
+        "page": page,
+        "line": number,
+        "text": line.text,
+        "x0": line.box[0],
+        "y0": line.box[1],
+        "x1": line.box[2],
+        "y1": line.box[3],
+        "space_width": w,
+        "space_height": h,
+        "confidence": line.confidence,
         "bbox": tables.bbox_value(line.bbox()),
     }
 
 
 def row_line(row: Mapping[str, Any]) -> LocatedLine:
-    return LocatedLine(row["text"], (row["x0"], row["y0"], row["x1"], row["y1"]),
-                       (row["space_width"], row["space_height"]), row["confidence"])
+    return LocatedLine(
+        row["text"],
+        (row["x0"], row["y0"], row["x1"], row["y1"]),
+        (row["space_width"], row["space_height"]),
+        row["confidence"],
+    )
 
 
 def _entry_row(entry: DocumentEntry, at: Any) -> dict[str, Any]:
-    return {"document_id": entry.document_id, "path": entry.path, "uri": entry.uri, "root": entry.root,
-            "registered_at": at}
+    return {
+        "document_id": entry.document_id,
+        "path": entry.path,
+        "uri": entry.uri,
+        "root": entry.root,
+        "registered_at": at,
+    }
 
 
 def _stage_dir(stage: str) -> str:
@@ -131,8 +170,11 @@ class Store:
 
         now = datetime.now(timezone.utc)
         for entry in entries:
-            self.lake.write("inventory", (entry.document_id,),
-                            pa.Table.from_pylist([_entry_row(entry, now)], schema=tables.INVENTORY))
+            self.lake.write(
+                "inventory",
+                (entry.document_id,),
+                pa.Table.from_pylist([_entry_row(entry, now)], schema=tables.INVENTORY),
+            )
 
     def entry(self, document: str) -> DocumentEntry | None:
         table = self.lake.read("inventory", document)
@@ -160,7 +202,9 @@ class Store:
         return self.lake.meta("sources", document)
 
     def write_source(self, document: str, row: Mapping[str, Any], meta: Meta) -> None:
-        self.lake.write("sources", (document,), pa.Table.from_pylist([dict(row)], schema=tables.SOURCES), meta=meta)
+        self.lake.write(
+            "sources", (document,), pa.Table.from_pylist([dict(row)], schema=tables.SOURCES), meta=meta
+        )
 
     def delete_source(self, document: str) -> None:
         self.lake.delete("sources", document)
@@ -170,8 +214,9 @@ class Store:
     def pages_meta(self, document: str) -> Meta | None:
         return self.lake.meta("pages", document)
 
-    def write_pages(self, document: str, outputs: Sequence[PageOutput], columns: Sequence[Mapping[str, Any]],
-                    meta: Meta) -> None:
+    def write_pages(
+        self, document: str, outputs: Sequence[PageOutput], columns: Sequence[Mapping[str, Any]], meta: Meta
+    ) -> None:
         """One row per page (``columns[i]``: the columns page ``outputs[i]`` adds to its
         reader's), and its located lines in ``page_lines``."""
         page_rows, line_rows = [], []
@@ -179,8 +224,9 @@ class Store:
             page_rows.append({**out.to_row(), "document_id": document, **extra})
             for number, line in enumerate(out.lines or (), start=1):
                 line_rows.append(line_row(document, out.page, number, line))
-        self.lake.write("page_lines", (document,), pa.Table.from_pylist(line_rows, schema=tables.PAGE_LINES),
-                        meta=meta)
+        self.lake.write(
+            "page_lines", (document,), pa.Table.from_pylist(line_rows, schema=tables.PAGE_LINES), meta=meta
+        )
         self.lake.write("pages", (document,), pa.Table.from_pylist(page_rows, schema=tables.PAGES), meta=meta)
 
     def delete_pages(self, document: str) -> None:
@@ -199,8 +245,13 @@ class Store:
                 lines_by_page.setdefault(row["page"], []).append(row_line(row))
         return tuple(
             PageOutput(
-                page=r["page"], status=r["status"], reader=r["reader"], text=r["text"], reason=r["reason"],
-                width=r["width"], height=r["height"],
+                page=r["page"],
+                status=r["status"],
+                reader=r["reader"],
+                text=r["text"],
+                reason=r["reason"],
+                width=r["width"],
+                height=r["height"],
                 lines=tuple(lines_by_page[r["page"]]) if r["page"] in lines_by_page else None,
             )
             for r in table.to_pylist()
@@ -219,8 +270,9 @@ class Store:
         """Write a claim: its rows as the parse worker made them (schema ``tables.CLAIMS``)."""
         self.lake.write("claims", (chunker_asset, document), table, meta=meta)
 
-    def claim(self, chunker_asset: str, document: str, pages: Iterable[int] | None = None,
-              meta: Meta | None = None) -> tuple[Meta, dict[int, list[ChunkPiece]]] | None:
+    def claim(
+        self, chunker_asset: str, document: str, pages: Iterable[int] | None = None, meta: Meta | None = None
+    ) -> tuple[Meta, dict[int, list[ChunkPiece]]] | None:
         """A chunker version's claim of a document: its metadata and its pieces per page in
         reading order (every claimed page present, if empty); None if it never answered.
         ``pages`` keeps only those pages (the rest are not turned into pieces); ``meta``,
@@ -268,8 +320,12 @@ class Store:
         for table in ("chunks", "embeddings"):
             data = self.lake.read(table, profile, document)
             if data is not None:
-                self.lake.write(f"history/{table}", (profile, document, version), data,
-                                meta={**(self.lake.meta(table, profile, document) or {}), "withdrawn_at": at})
+                self.lake.write(
+                    f"history/{table}",
+                    (profile, document, version),
+                    data,
+                    meta={**(self.lake.meta(table, profile, document) or {}), "withdrawn_at": at},
+                )
                 self.lake.delete(table, profile, document)
 
     # ------------------------------------------------------------ embeddings (asset embeddings_<profile>)
@@ -289,7 +345,9 @@ class Store:
     def embedding_cache_files(self, model: str) -> list[str]:
         return sorted(self.lake.files(f"embedding_cache/{model}"))
 
-    def cached_vectors(self, model: str, shas: Iterable[str], skip: str | None = None) -> dict[str, np.ndarray]:
+    def cached_vectors(
+        self, model: str, shas: Iterable[str], skip: str | None = None
+    ) -> dict[str, np.ndarray]:
         """The cache's vectors of these text hashes (those it has), leaving out the shards
         whose name starts with ``skip`` (a writer that knows what it wrote itself)."""
         wanted = set(shas)
@@ -304,15 +362,18 @@ class Store:
                 files = [f for f in files if not f.rsplit("/", 1)[-1].startswith(skip)]
             if not files:
                 return found
-            dataset = ds.dataset(files, filesystem=self.lake.fs, format="parquet", schema=tables.EMBEDDING_CACHE)
+            dataset = ds.dataset(
+                files, filesystem=self.lake.fs, format="parquet", schema=tables.EMBEDDING_CACHE
+            )
             try:
                 table = dataset.to_table(filter=pc.field("text_sha256").isin(list(wanted)))
                 break
             except (FileNotFoundError, OSError):
                 if attempt == 2:  # housekeeping folded shards away between listing and reading
                     raise
-        for sha, vector in zip(table.column("text_sha256").to_pylist(), table.column("vector").to_numpy(
-                zero_copy_only=False)):
+        for sha, vector in zip(
+            table.column("text_sha256").to_pylist(), table.column("vector").to_numpy(zero_copy_only=False)
+        ):
             found[sha] = np.asarray(vector, dtype=np.float32)
         return found
 
@@ -320,10 +381,13 @@ class Store:
         """A new shard of the append-only cache."""
         if not vectors:
             return
-        data = pa.table({
-            "text_sha256": list(vectors),
-            "vector": pa.array([v.tolist() for v in vectors.values()], type=pa.list_(pa.float32())),
-        }, schema=tables.EMBEDDING_CACHE)
+        data = pa.table(
+            {
+                "text_sha256": list(vectors),
+                "vector": pa.array([v.tolist() for v in vectors.values()], type=pa.list_(pa.float32())),
+            },
+            schema=tables.EMBEDDING_CACHE,
+        )
         self.lake.write(f"embedding_cache/{model}", (shard,), data)
 
     def read_cache_file(self, path: str) -> pa.Table:
@@ -401,7 +465,9 @@ class Store:
         return self.lake.meta("current", document)
 
     def write_current_marker(self, document: str, state: Mapping[str, Any]) -> None:
-        self.lake.write("current", (document,), pa.table({"document_id": [document]}), meta={"state": dict(state)})
+        self.lake.write(
+            "current", (document,), pa.table({"document_id": [document]}), meta={"state": dict(state)}
+        )
 
     def forget_current_marker(self, document: str) -> None:
         self.lake.delete("current", document)
@@ -446,7 +512,7 @@ def _asset_table(asset: str, document: str) -> tuple[str, tuple[str, ...]] | Non
         return "claims", (asset.split("/", 1)[1], document)
     for prefix, table in (("chunk_map_", "chunks"), ("embeddings_", "embeddings"), ("lancedb_", "indexed")):
         if asset.startswith(prefix):
-            return table, (asset[len(prefix):], document)
+            return table, (asset[len(prefix) :], document)
     return None
 
 

@@ -6,57 +6,65 @@ import pyarrow as pa
 
 BBOX = pa.struct([("x0", pa.float64()), ("y0", pa.float64()), ("x1", pa.float64()), ("y1", pa.float64())])
 
-SOURCES = pa.schema([
-    ("document_id", pa.string()),
-    ("path", pa.string()),
-    ("uri", pa.string()),
-    ("media_type", pa.string()),
-    ("bytes", pa.int64()),
-    ("sha256", pa.string()),
-    ("mtime", pa.timestamp("us", tz="UTC")),
-    ("status", pa.string()),
-    ("observed_at", pa.timestamp("us", tz="UTC")),
-    ("run_id", pa.string()),
-])
+SOURCES = pa.schema(
+    [
+        ("document_id", pa.string()),
+        ("path", pa.string()),
+        ("uri", pa.string()),
+        ("media_type", pa.string()),
+        ("bytes", pa.int64()),
+        ("sha256", pa.string()),
+        ("mtime", pa.timestamp("us", tz="UTC")),
+        ("status", pa.string()),
+        ("observed_at", pa.timestamp("us", tz="UTC")),
+        ("run_id", pa.string()),
+    ]
+)
 
-INVENTORY = pa.schema([
-    ("document_id", pa.string()),
-    ("path", pa.string()),
-    ("uri", pa.string()),
-    ("registered_at", pa.timestamp("us", tz="UTC")),
-    ("root", pa.string()),  # the folder the file was found under (trusted for its links)
-])
+INVENTORY = pa.schema(
+    [
+        ("document_id", pa.string()),
+        ("path", pa.string()),
+        ("uri", pa.string()),
+        ("registered_at", pa.timestamp("us", tz="UTC")),
+        ("root", pa.string()),  # the folder the file was found under (trusted for its links)
+    ]
+)
 
-PAGES = pa.schema([
-    ("document_id", pa.string()),
-    ("page", pa.int32()),
-    ("status", pa.string()),
-    ("reason", pa.string()),
-    ("reader", pa.string()),
-    ("width", pa.float64()),
-    ("height", pa.float64()),
-    ("text", pa.string()),
-    ("source_sha256", pa.string()),
-    ("run_id", pa.string()),
-    # The reader settings this page's output depends on, as JSON (OCR on/off and DPI for
-    # an image-only PDF page; password presence, never its value), else null.
-    ("reader_config", pa.string()),
-])
+PAGES = pa.schema(
+    [
+        ("document_id", pa.string()),
+        ("page", pa.int32()),
+        ("status", pa.string()),
+        ("reason", pa.string()),
+        ("reader", pa.string()),
+        ("width", pa.float64()),
+        ("height", pa.float64()),
+        ("text", pa.string()),
+        ("source_sha256", pa.string()),
+        ("run_id", pa.string()),
+        # The reader settings this page's output depends on, as JSON (OCR on/off and DPI for
+        # an image-only PDF page; password presence, never its value), else null.
+        ("reader_config", pa.string()),
+    ]
+)
 
-PAGE_LINES = pa.schema([
-    ("document_id", pa.string()),
-    ("page", pa.int32()),
-    ("line", pa.int32()),
-    ("text", pa.string()),
-    ("x0", pa.float64()),
-    ("y0", pa.float64()),
-    ("x1", pa.float64()),
-    ("y1", pa.float64()),
-    ("space_width", pa.float64()),
-    ("space_height", pa.float64()),
-    ("confidence", pa.float64()),
-    ("bbox", BBOX),
-])
+PAGE_LINES = pa.schema(
+    [
+        ("document_id", pa.string()),
+        ("page", pa.int32()),
+        ("line", pa.int32()),
+        ("text", pa.string()),
+        ("x0", pa.float64()),
+        ("y0", pa.float64()),
+        ("x1", pa.float64()),
+        ("y1", pa.float64()),
+        ("space_width", pa.float64()),
+        ("space_height", pa.float64()),
+        ("confidence", pa.float64()),
+        ("bbox", BBOX),
+    ]
+)
 
 PIECE_FIELDS = [
     ("text", pa.string()),
@@ -71,60 +79,70 @@ PIECE_FIELDS = [
     ("meta", pa.string()),
 ]
 
-CLAIMS = pa.schema([
-    ("document_id", pa.string()),
-    ("chunker", pa.string()),
-    ("config_hash", pa.string()),
-    ("page", pa.int32()),
-    ("piece", pa.int32()),
-    *PIECE_FIELDS,
-    ("source_sha256", pa.string()),
-    ("run_id", pa.string()),
-])
+CLAIMS = pa.schema(
+    [
+        ("document_id", pa.string()),
+        ("chunker", pa.string()),
+        ("config_hash", pa.string()),
+        ("page", pa.int32()),
+        ("piece", pa.int32()),
+        *PIECE_FIELDS,
+        ("source_sha256", pa.string()),
+        ("run_id", pa.string()),
+    ]
+)
 
-CHUNKS = pa.schema([
-    ("chunk_id", pa.string()),
-    ("label", pa.string()),
-    ("profile", pa.string()),
-    ("document_id", pa.string()),
-    ("path", pa.string()),
-    ("page", pa.int32()),
-    ("index", pa.int32()),
-    *PIECE_FIELDS,
-    ("chars", pa.int32()),
-    ("tokens", pa.int32()),
-    ("chunker", pa.string()),
-    ("config_hash", pa.string()),
-    ("reader", pa.string()),
-    ("source_sha256", pa.string()),
-    ("run_id", pa.string()),
-])
+CHUNKS = pa.schema(
+    [
+        ("chunk_id", pa.string()),
+        ("label", pa.string()),
+        ("profile", pa.string()),
+        ("document_id", pa.string()),
+        ("path", pa.string()),
+        ("page", pa.int32()),
+        ("index", pa.int32()),
+        *PIECE_FIELDS,
+        ("chars", pa.int32()),
+        ("tokens", pa.int32()),
+        ("chunker", pa.string()),
+        ("config_hash", pa.string()),
+        ("reader", pa.string()),
+        ("source_sha256", pa.string()),
+        ("run_id", pa.string()),
+    ]
+)
 
-EMBEDDINGS = pa.schema([
-    ("chunk_id", pa.string()),
-    ("profile", pa.string()),
-    ("document_id", pa.string()),
-    ("model", pa.string()),
-    ("text_sha256", pa.string()),
-    ("vector", pa.list_(pa.float32())),
-    ("cache", pa.string()),  # embedded (by the model, in run_id) | cached (its vector was already known)
-    ("run_id", pa.string()),
-])
+EMBEDDINGS = pa.schema(
+    [
+        ("chunk_id", pa.string()),
+        ("profile", pa.string()),
+        ("document_id", pa.string()),
+        ("model", pa.string()),
+        ("text_sha256", pa.string()),
+        ("vector", pa.list_(pa.float32())),
+        ("cache", pa.string()),  # embedded (by the model, in run_id) | cached (its vector was already known)
+        ("run_id", pa.string()),
+    ]
+)
 
-EMBEDDING_CACHE = pa.schema([
-    ("text_sha256", pa.string()),
-    ("vector", pa.list_(pa.float32())),
-])
+EMBEDDING_CACHE = pa.schema(
+    [
+        ("text_sha256", pa.string()),
+        ("vector", pa.list_(pa.float32())),
+    ]
+)
 
-ERRORS = pa.schema([
-    ("document_id", pa.string()),
-    ("path", pa.string()),
-    ("stage", pa.string()),
-    ("error", pa.string()),
-    ("reason", pa.string()),
-    ("run_id", pa.string()),
-    ("at", pa.timestamp("us", tz="UTC")),
-])
+ERRORS = pa.schema(
+    [
+        ("document_id", pa.string()),
+        ("path", pa.string()),
+        ("stage", pa.string()),
+        ("error", pa.string()),
+        ("reason", pa.string()),
+        ("run_id", pa.string()),
+        ("at", pa.timestamp("us", tz="UTC")),
+    ]
+)
 
 PUBLIC = {
     "sources": SOURCES,

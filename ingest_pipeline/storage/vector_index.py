@@ -66,31 +66,33 @@ def table_name(profile: str) -> str:
 
 
 def index_schema(dim: int) -> pa.Schema:
-    return pa.schema([
-        ("chunk_id", pa.string()),
-        ("document_id", pa.string()),
-        ("path", pa.string()),
-        ("profile", pa.string()),
-        ("page", pa.int32()),
-        ("index", pa.int32()),
-        ("label", pa.string()),
-        ("text", pa.string()),
-        # What keyword search reads: the embedding text (the document's title, the heading
-        # path, the text), so a word of the title or a heading finds the chunk as the vector does.
-        ("search_text", pa.string()),
-        ("bbox", BBOX),
-        ("bbox_reason", pa.string()),
-        ("role", pa.string()),
-        ("content_type", pa.string()),
-        ("header_path", pa.list_(pa.string())),
-        ("chunker", pa.string()),
-        ("config_hash", pa.string()),
-        ("reader", pa.string()),
-        ("source_sha256", pa.string()),
-        ("run_id", pa.string()),
-        ("modality", pa.string()),
-        ("vector", pa.list_(pa.float32(), dim)),
-    ])
+    return pa.schema(
+        [
+            ("chunk_id", pa.string()),
+            ("document_id", pa.string()),
+            ("path", pa.string()),
+            ("profile", pa.string()),
+            ("page", pa.int32()),
+            ("index", pa.int32()),
+            ("label", pa.string()),
+            ("text", pa.string()),
+            # What keyword search reads: the embedding text (the document's title, the heading
+            # path, the text), so a word of the title or a heading finds the chunk as the vector does.
+            ("search_text", pa.string()),
+            ("bbox", BBOX),
+            ("bbox_reason", pa.string()),
+            ("role", pa.string()),
+            ("content_type", pa.string()),
+            ("header_path", pa.list_(pa.string())),
+            ("chunker", pa.string()),
+            ("config_hash", pa.string()),
+            ("reader", pa.string()),
+            ("source_sha256", pa.string()),
+            ("run_id", pa.string()),
+            ("modality", pa.string()),
+            ("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
 
 
 _COLUMN = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -198,10 +200,16 @@ class VectorIndex:
             sql_types = {pa.string(): "STRING", pa.int32(): "INT", pa.float64(): "DOUBLE"}
             unsupported = [f.name for f in missing if f.type not in sql_types]
             if unsupported:
-                raise RuntimeError(f"LanceDB table {table.name} lacks columns {unsupported}; drop it and re-ingest")
+                raise RuntimeError(
+                    f"LanceDB table {table.name} lacks columns {unsupported}; drop it and re-ingest"
+                )
             # keyword search keeps finding old rows by their text until their documents are re-indexed
-            table.add_columns({f.name: "text" if f.name == KEYWORD_COLUMN else f"CAST(NULL AS {sql_types[f.type]})"
-                               for f in missing})
+            table.add_columns(
+                {
+                    f.name: "text" if f.name == KEYWORD_COLUMN else f"CAST(NULL AS {sql_types[f.type]})"
+                    for f in missing
+                }
+            )
         return table
 
     def sync_document(self, profile: str, document: str, rows: pa.Table) -> dict[str, int]:
@@ -237,7 +245,7 @@ class VectorIndex:
             for name in self.tables():
                 table = self.db.open_table(name)
                 for start in range(0, len(documents), chunk):
-                    where = where_in("document_id", documents[start:start + chunk])
+                    where = where_in("document_id", documents[start : start + chunk])
                     n = table.count_rows(where)
                     if n:
                         table.delete(where)
@@ -292,7 +300,9 @@ class VectorIndex:
             return []
         keywords = keyword_column(table)
         if mode == "vector":
-            builder = table.search(list(vector), query_type="vector", vector_column_name="vector").metric("cosine")
+            builder = table.search(list(vector), query_type="vector", vector_column_name="vector").metric(
+                "cosine"
+            )
         elif mode == "text":
             builder = table.search(query, query_type="fts", fts_columns=keywords)
         else:

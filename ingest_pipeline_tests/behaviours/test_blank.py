@@ -4,9 +4,9 @@ failures."""
 
 from __future__ import annotations
 
-from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.commands.ingest import ingest
 from ingest_pipeline.commands.summary import summary_text
+from ingest_pipeline.storage.catalog import query
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
 from ingest_pipeline_tests.pdf_writer import PdfWriter
@@ -36,16 +36,24 @@ def test_documents_with_nothing_to_chunk_succeed_with_zero_chunks_and_a_reason(d
     assert {paths[d] for d in report.failed} == {"broken.pdf"}  # a broken file still fails
     errors = query(pipeline.lake, "SELECT path, stage FROM errors").to_pylist()
     assert {e["path"] for e in errors} == {"broken.pdf"}
-    counts = {r["path"]: r["n"] for r in query(
-        pipeline.lake, f"SELECT path, count(*) AS n FROM chunks WHERE profile = '{report.profile}' "
-                       "GROUP BY path").to_pylist()}
+    counts = {
+        r["path"]: r["n"]
+        for r in query(
+            pipeline.lake,
+            f"SELECT path, count(*) AS n FROM chunks WHERE profile = '{report.profile}' GROUP BY path",
+        ).to_pylist()
+    }
     assert counts == {"real.txt": 1}
     summary = report.as_dict()
     assert summary["empty"] == 3 and summary["failed"] == 1
     assert set(summary["empty_documents"]) == {"blank.txt", "blank.pdf", "skipped.md"}
     lines = summary_text(report).plain.splitlines()
     assert [ln.split()[1] for ln in lines if ln.startswith("failed ")] == ["broken.pdf"]
-    assert sorted(ln.split()[1] for ln in lines if ln.startswith("empty ")) == ["blank.pdf", "blank.txt", "skipped.md"]
+    assert sorted(ln.split()[1] for ln in lines if ln.startswith("empty ")) == [
+        "blank.pdf",
+        "blank.txt",
+        "skipped.md",
+    ]
 
     again = ingest(fresh_pipeline(data_dir))  # nothing changed: still empty, still no error
     assert {again.paths[d] for d in again.empty} == set(empty)

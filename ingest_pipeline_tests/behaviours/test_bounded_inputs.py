@@ -5,8 +5,8 @@ import json
 import subprocess
 import sys
 
-from ingest_pipeline.resources import parts_for
 from ingest_pipeline.commands.ingest import ingest
+from ingest_pipeline.resources import parts_for
 from ingest_pipeline.settings import load_settings
 from ingest_pipeline_tests.conftest import write
 
@@ -45,7 +45,9 @@ def test_files_over_their_format_limit_fail_alone_before_loading(data_dir):
     assert sorted(report.paths[d] for d in report.new) == ["guide.md", "small.txt"]
     assert set(failed) == {"huge.txt", "deep.md", "medium.txt"}
     assert all(len(errs) == 1 and errs[0]["stage"] == "sources" for errs in failed.values())
-    assert failed["huge.txt"][0]["reason"].startswith("text/plain file of 200.0 MiB is over the text limit of 1 MiB")
+    assert failed["huge.txt"][0]["reason"].startswith(
+        "text/plain file of 200.0 MiB is over the text limit of 1 MiB"
+    )
     assert "over the markdown limit of 16 MiB" in failed["deep.md"][0]["reason"]
     assert "over the text limit of 1 MiB" in failed["medium.txt"][0]["reason"]
     assert report.chunks >= 2
@@ -74,7 +76,8 @@ guarded(store, "sources", by_name["tiny.txt"], "r", observe_source, settings, st
 before = hwm()
 outcome = guarded(store, "sources", by_name["huge.txt"], "r", observe_source, settings, store,
                   by_name["huge.txt"], "r")
-print(json.dumps({{"status": outcome.status, "reason": outcome.detail.get("reason"), "grew": hwm() - before}}))
+grew = hwm() - before
+print(json.dumps({{"status": outcome.status, "reason": outcome.detail.get("reason"), "grew": grew}}))
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -57,11 +57,18 @@ def ingest(data: Path, sources: Path, token: str, crash_at: str | None = None, t
     if crash_at:
         env["INGEST_CRASH_AT"] = crash_at
     try:
-        return subprocess.run([CLI, "--data", str(data), "ingest", str(sources), "--json"], env=env,
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [CLI, "--data", str(data), "ingest", str(sources), "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"ingest did not finish in {timeout} s (crash_at={crash_at}; a run killed before it may "
-                    f"hold the lancedb slot): {(exc.stderr or b'')[-2000:]!r}")
+        pytest.fail(
+            f"ingest did not finish in {timeout} s (crash_at={crash_at}; a run killed before it may "
+            f"hold the lancedb slot): {(exc.stderr or b'')[-2000:]!r}"
+        )
 
 
 def lancedb_rows(data: Path) -> dict[str, list[dict]]:
@@ -94,8 +101,9 @@ def lake_state(data: Path) -> tuple[set[str], set[str], list[tuple]]:
         else:
             files.add(rel)
     con = duckdb.connect()
-    ids = con.sql(f"select profile, document_id, chunk_id from read_parquet('{lake}/chunks/**/*.parquet') "
-                  "order by all").fetchall()
+    ids = con.sql(
+        f"select profile, document_id, chunk_id from read_parquet('{lake}/chunks/**/*.parquet') order by all"
+    ).fetchall()
     return files, cached, ids
 
 
@@ -109,16 +117,29 @@ def served_by_document(rows: dict[str, list[dict]]) -> dict[tuple[str, str], set
 
 def _versions(sources: Path, version: int) -> None:
     """v1, then v2: one file edited in part, one rewritten, one added, two untouched."""
-    sections = [f"## Section {i}\n\nParagraph {i} on irrigation, soil and greenhouse climate, item {i}.\n"
-                for i in range(6)]
+    sections = [
+        f"## Section {i}\n\nParagraph {i} on irrigation, soil and greenhouse climate, item {i}.\n"
+        for i in range(6)
+    ]
     if version == 2:
         sections[2] = "## Section 2\n\nRewritten: drip lines replace the sprinklers in bed two.\n"
     write(sources / "guide.md", "# Growing guide\n\n" + "\n".join(sections))
-    write(sources / "notes.txt", "Pump serviced in March.\n\nFilters changed.\n" if version == 1 else
-          "Pump replaced in October after the seal failed.\n\nValve 3 leaks; order a spare.\n")
+    write(
+        sources / "notes.txt",
+        "Pump serviced in March.\n\nFilters changed.\n"
+        if version == 1
+        else "Pump replaced in October after the seal failed.\n\nValve 3 leaks; order a spare.\n",
+    )
     write(sources / "prices.csv", "item,price\nseed tray,2.50\ncompost,7.80\n")
-    write(sources / "report.pdf", pdf_bytes([["Quarterly report", "Yield rose by eight percent."],
-                                             ["Outlook", "Tomatoes and basil next season."]]))
+    write(
+        sources / "report.pdf",
+        pdf_bytes(
+            [
+                ["Quarterly report", "Yield rose by eight percent."],
+                ["Outlook", "Tomatoes and basil next season."],
+            ]
+        ),
+    )
     if version == 2:
         write(sources / "new_bed.md", "# New bed\n\nRaised bed with lettuce and radish.\n")
 
@@ -150,7 +171,9 @@ def test_a_run_killed_in_a_phase_recovers_to_the_uninterrupted_rows(prepared, cr
     token = uuid.uuid4().hex
     try:
         killed = ingest(data, sources, token, crash_at=crash_at)
-        assert killed.returncode == -signal.SIGKILL, f"the crash point was not reached: {killed.stderr[-2000:]}"
+        assert killed.returncode == -signal.SIGKILL, (
+            f"the crash point was not reached: {killed.stderr[-2000:]}"
+        )
         assert not _left_behind(token), "a process of the killed run outlived it"
 
         # Meanwhile each document is served at its old version or its new one, never a mix.

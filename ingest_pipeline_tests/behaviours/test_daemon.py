@@ -22,8 +22,12 @@ from ingest_pipeline_tests.conftest import CORPUS
 from ingest_pipeline_tests.dagster_dev import cmdline, dagster_dev, wait_for
 
 # Three corpus PDFs and a deck beside the samples: the mix a new user tried (8 documents).
-CORPUS_FILES = ("pdf/pypdf-samples__multicolumn.pdf", "pdf/docling__code_and_formula.pdf",
-                "pdf/docling__2305.03393v1-pg9.pdf", "pptx/docling__docling_arch.pptx")
+CORPUS_FILES = (
+    "pdf/pypdf-samples__multicolumn.pdf",
+    "pdf/docling__code_and_formula.pdf",
+    "pdf/docling__2305.03393v1-pg9.pdf",
+    "pptx/docling__docling_arch.pptx",
+)
 
 RUNS = """query Runs { runsOrError(limit: 50) { ... on Runs { results {
   runId jobName status tags { key value } } } } }"""
@@ -143,19 +147,47 @@ def test_the_sensor_under_dagster_dev_ingests_dropped_files_and_a_ui_backfill_ad
     tags = {t["key"]: t["value"] for t in runs[0]["tags"]}
     assert tags.get("ingest_pipeline/source") == "sensor" and "ingest_pipeline/batch" in tags
     documents = dev.documents
-    assert wait_for(lambda: len(_lancedb_documents(data, "retrieval")) == documents, 60, 1,
-                    "every document in LanceDB", dev)
+    assert wait_for(
+        lambda: len(_lancedb_documents(data, "retrieval")) == documents,
+        60,
+        1,
+        "every document in LanceDB",
+        dev,
+    )
     # The catalog run comes after the ingest run it reflects, so the file itself shows the chunks.
-    assert wait_for(lambda: _catalog_count(
-        data, "select count(distinct document_id) from chunks where profile = 'retrieval'") == documents,
-        180, 2, "the catalog to show every document", dev)
-    catalog_runs = wait_for(lambda: [r for r in _runs(dev) if r["jobName"] == "refresh_catalog"
-                                     and r["status"] in ("SUCCESS", "FAILURE", "CANCELED")], 120, 1,
-                            "the catalog run to end", dev)
+    assert wait_for(
+        lambda: (
+            _catalog_count(data, "select count(distinct document_id) from chunks where profile = 'retrieval'")
+            == documents
+        ),
+        180,
+        2,
+        "the catalog to show every document",
+        dev,
+    )
+    catalog_runs = wait_for(
+        lambda: [
+            r
+            for r in _runs(dev)
+            if r["jobName"] == "refresh_catalog" and r["status"] in ("SUCCESS", "FAILURE", "CANCELED")
+        ],
+        120,
+        1,
+        "the catalog run to end",
+        dev,
+    )
     assert all(r["status"] == "SUCCESS" for r in catalog_runs)
     # No run worker or parse worker outlives its run.
-    assert wait_for(lambda: not _our_leftovers(dev), 90, 1, "run and parse workers to exit",
-                    detail=lambda: _our_leftovers(dev)) is True
+    assert (
+        wait_for(
+            lambda: not _our_leftovers(dev),
+            90,
+            1,
+            "run and parse workers to exit",
+            detail=lambda: _our_leftovers(dev),
+        )
+        is True
+    )
 
     # A backfill of an opt-in chunker version over every partition, as the UI launches it.
     from ingest_pipeline.instance.home import instance_for
@@ -163,41 +195,112 @@ def test_the_sensor_under_dagster_dev_ingests_dropped_files_and_a_ui_backfill_ad
 
     keys = instance_for(str(dev.home)).get_dynamic_partitions(DOCUMENTS)
     assert len(keys) == documents
-    answer = dev.graphql(BACKFILL, {"params": {
-        "partitionNames": keys, "assetSelection": [{"path": ["chunks", "pdf_v2"]}], "fromFailure": False}})
+    answer = dev.graphql(
+        BACKFILL,
+        {
+            "params": {
+                "partitionNames": keys,
+                "assetSelection": [{"path": ["chunks", "pdf_v2"]}],
+                "fromFailure": False,
+            }
+        },
+    )
     assert answer["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", answer
-    backfill_runs = wait_for(lambda: [r for r in _runs(dev) if any(
-        t["key"] == "dagster/backfill" for t in r["tags"]) and r["status"] in ("SUCCESS", "FAILURE")],
-        420, 2, "the backfill's run to end", dev)
+    backfill_runs = wait_for(
+        lambda: [
+            r
+            for r in _runs(dev)
+            if any(t["key"] == "dagster/backfill" for t in r["tags"])
+            and r["status"] in ("SUCCESS", "FAILURE")
+        ],
+        420,
+        2,
+        "the backfill's run to end",
+        dev,
+    )
     assert len(backfill_runs) == 1 and backfill_runs[0]["status"] == "SUCCESS"  # one run for all partitions
-    pdf2 = wait_for(lambda: _catalog_count(
-        data, "select count(distinct document_id) from claims where chunker = 'pdf@2'"), 60, 2,
-        "pdf@2's claims in DuckDB", dev)
+    pdf2 = wait_for(
+        lambda: _catalog_count(
+            data, "select count(distinct document_id) from claims where chunker = 'pdf@2'"
+        ),
+        60,
+        2,
+        "pdf@2's claims in DuckDB",
+        dev,
+    )
     assert pdf2 == 4  # the four PDFs (three dropped, one sample) have pdf@2 claims now
-    assert wait_for(lambda: not _our_leftovers(dev), 90, 1, "the backfill's workers to exit",
-                    detail=lambda: _our_leftovers(dev)) is True
+    assert (
+        wait_for(
+            lambda: not _our_leftovers(dev),
+            90,
+            1,
+            "the backfill's workers to exit",
+            detail=lambda: _our_leftovers(dev),
+        )
+        is True
+    )
     first_run = backfill_runs[0]["runId"]
-    assert _catalog_count(data, f"select count(*) from claims where chunker = 'pdf@2' and run_id = '{first_run}'")
+    assert _catalog_count(
+        data, f"select count(*) from claims where chunker = 'pdf@2' and run_id = '{first_run}'"
+    )
 
     # The same backfill again with the launchpad's tag ingest/force=true recomputes every claim.
-    answer = dev.graphql(BACKFILL, {"params": {
-        "partitionNames": keys, "assetSelection": [{"path": ["chunks", "pdf_v2"]}], "fromFailure": False,
-        "tags": [{"key": "ingest/force", "value": "true"}]}})
+    answer = dev.graphql(
+        BACKFILL,
+        {
+            "params": {
+                "partitionNames": keys,
+                "assetSelection": [{"path": ["chunks", "pdf_v2"]}],
+                "fromFailure": False,
+                "tags": [{"key": "ingest/force", "value": "true"}],
+            }
+        },
+    )
     assert answer["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", answer
-    forced_runs = wait_for(lambda: [r for r in _runs(dev) if r["runId"] != first_run and any(
-        t["key"] == "dagster/backfill" for t in r["tags"]) and r["status"] in ("SUCCESS", "FAILURE")],
-        420, 2, "the forced backfill's run to end", dev)
+    forced_runs = wait_for(
+        lambda: [
+            r
+            for r in _runs(dev)
+            if r["runId"] != first_run
+            and any(t["key"] == "dagster/backfill" for t in r["tags"])
+            and r["status"] in ("SUCCESS", "FAILURE")
+        ],
+        420,
+        2,
+        "the forced backfill's run to end",
+        dev,
+    )
     assert len(forced_runs) == 1 and forced_runs[0]["status"] == "SUCCESS", forced_runs
     forced_run = forced_runs[0]["runId"]
     assert {"key": "ingest/force", "value": "true"} in forced_runs[0]["tags"]
-    assert _catalog_count(data, "select count(distinct document_id) from claims where chunker = 'pdf@2' "
-                                f"and run_id = '{forced_run}'") == pdf2  # every PDF's claims recomputed
-    assert wait_for(lambda: not _our_leftovers(dev), 90, 1, "the forced backfill's workers to exit",
-                    detail=lambda: _our_leftovers(dev)) is True
+    assert (
+        _catalog_count(
+            data,
+            "select count(distinct document_id) from claims where chunker = 'pdf@2' "
+            f"and run_id = '{forced_run}'",
+        )
+        == pdf2
+    )  # every PDF's claims recomputed
+    assert (
+        wait_for(
+            lambda: not _our_leftovers(dev),
+            90,
+            1,
+            "the forced backfill's workers to exit",
+            detail=lambda: _our_leftovers(dev),
+        )
+        is True
+    )
 
 
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--no-first-run", "--disable-sync"]
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 
 
 def _wait_text(page, pattern: str, timeout: float = 120) -> str:
@@ -223,25 +326,37 @@ def _open(page, url):
 def test_in_a_browser_every_chunker_version_is_in_the_graph_and_a_partition_shows_its_own_picture(ui):
     from playwright.sync_api import sync_playwright
 
+    from ingest_pipeline.registry import ChunkerRegistry
     from ingest_pipeline.storage.catalog import query
     from ingest_pipeline.storage.lake import Lake
-    from ingest_pipeline.registry import ChunkerRegistry
 
     expected = sorted(info.asset_name for info in ChunkerRegistry.discover().infos())
     lake = Lake(str(ui.data / "lake"))
-    counts = {r["document_id"]: (r["path"], r["n"]) for r in query(
-        lake, "select document_id, any_value(path) as path, count(*) as n from chunks "
-              "where profile = 'default' group by document_id").to_pylist()}
+    counts = {
+        r["document_id"]: (r["path"], r["n"])
+        for r in query(
+            lake,
+            "select document_id, any_value(path) as path, count(*) as n from chunks "
+            "where profile = 'default' group by document_id",
+        ).to_pylist()
+    }
     pdf = next(d for d, (path, _) in counts.items() if path.endswith("multicolumn.pdf"))
     csv = next(d for d, (path, _) in counts.items() if path.endswith(".csv"))
     # Each partition's own metadata, told by its preview: the first words of its first chunk.
-    first = {r["document_id"]: r["text"] for r in query(
-        lake, "select document_id, arg_min(text, (page, \"index\")) as text from chunks "
-              "where profile = 'default' and document_id in (?, ?) group by document_id", [pdf, csv]).to_pylist()}
+    first = {
+        r["document_id"]: r["text"]
+        for r in query(
+            lake,
+            'select document_id, arg_min(text, (page, "index")) as text from chunks '
+            "where profile = 'default' and document_id in (?, ?) group by document_id",
+            [pdf, csv],
+        ).to_pylist()
+    }
     opening = {doc: r"\W+".join(re.findall(r"\w+", text)[:4]) for doc, text in first.items()}
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium",
-                                     args=BROWSER_ARGS)
+        browser = pw.chromium.launch(
+            executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=BROWSER_ARGS
+        )
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 3200})  # the whole group in view
             _open(page, f"{ui.url}/locations/ingest_pipeline/asset-groups/chunkers/lineage")
@@ -289,16 +404,32 @@ def test_terminate_stops_a_hanging_run_and_its_worker_and_the_sensor_gives_up_wi
     time.sleep(3)
     answer = dev.graphql(TERMINATE, {"runId": run["runId"]})
     assert answer["terminateRun"]["__typename"] == "TerminateRunSuccess", answer
-    wait_for(lambda: next(r for r in _runs(dev) if r["runId"] == run["runId"])["status"] == "CANCELED", 60, 1,
-             "the run to be cancelled", dev)
-    assert wait_for(lambda: not _our_leftovers(dev), 90, 0.5, "the run and its parse worker to exit",
-                    detail=lambda: _our_leftovers(dev)) is True
+    wait_for(
+        lambda: next(r for r in _runs(dev) if r["runId"] == run["runId"])["status"] == "CANCELED",
+        60,
+        1,
+        "the run to be cancelled",
+        dev,
+    )
+    assert (
+        wait_for(
+            lambda: not _our_leftovers(dev),
+            90,
+            0.5,
+            "the run and its parse worker to exit",
+            detail=lambda: _our_leftovers(dev),
+        )
+        is True
+    )
     lake = Lake(str(dev.data / "lake"))
     sql = "select stage, reason from errors where path = 'stall.txt'"
     errors = wait_for(lambda: query(lake, sql).to_pylist(), 60, 2, "the sensor to give up with a reason", dev)
     assert errors[0]["stage"] == "run" and "CANCELED" in errors[0]["reason"]
-    assert not [r for r in _runs(dev) if r["runId"] not in before and r["runId"] != run["runId"]
-                and r["jobName"] == "ingest_documents"]  # not asked again: run_retries = 0
+    assert not [
+        r
+        for r in _runs(dev)
+        if r["runId"] not in before and r["runId"] != run["runId"] and r["jobName"] == "ingest_documents"
+    ]  # not asked again: run_retries = 0
 
 
 def test_with_the_multiprocess_executor_every_step_process_exits(tmp_path):
@@ -312,8 +443,16 @@ def test_with_the_multiprocess_executor_every_step_process_exits(tmp_path):
         runs = wait_for(lambda: _finished_ingest(dev), 900, 2, "the multiprocess ingest run to end", dev)
         assert [r["status"] for r in runs] == ["SUCCESS"], dev.log_tail()
         assert len(_lancedb_documents(data, "retrieval")) == 2
-        assert wait_for(lambda: not _our_leftovers(dev), 90, 1, "step and parse workers to exit",
-                    detail=lambda: _our_leftovers(dev)) is True
+        assert (
+            wait_for(
+                lambda: not _our_leftovers(dev),
+                90,
+                1,
+                "step and parse workers to exit",
+                detail=lambda: _our_leftovers(dev),
+            )
+            is True
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.stages import FORCE_TAG
+from ingest_pipeline.storage.catalog import query
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import (
     fresh_pipeline,
@@ -29,8 +29,10 @@ def stage_runs(pipeline) -> dict[str, dict[str, str]]:
     """Per path: the run that last wrote its pages, claims and chunk map."""
     out: dict[str, dict[str, str]] = {}
     for table in ("pages", "claims", "chunks"):
-        for row in query(pipeline.lake, f"SELECT DISTINCT s.path, t.run_id FROM {table} t "
-                                        "JOIN sources s USING (document_id)").to_pylist():
+        for row in query(
+            pipeline.lake,
+            f"SELECT DISTINCT s.path, t.run_id FROM {table} t JOIN sources s USING (document_id)",
+        ).to_pylist():
             out.setdefault(row["path"], {})[table] = row["run_id"]
     return out
 
@@ -58,17 +60,27 @@ def test_a_forced_run_recomputes_and_a_plain_rerun_says_it_skipped(data_dir):
     assert forced.success
     after = stage_runs(pipeline)
     assert all(run == forced.run_id for stages in after.values() for run in stages.values()), after
-    assert not any(str(m["status"]).startswith("unchanged") for m in materializations(forced)["pages"].values())
+    assert not any(
+        str(m["status"]).startswith("unchanged") for m in materializations(forced)["pages"].values()
+    )
 
     # The launchpad's other way: run config for the ingest resource.
-    configured = run_batch(pipeline, instance, keys, resources_config={"ingest": {"config": {"data": str(data_dir),
-                                                                                     "force": True}}})
+    configured = run_batch(
+        pipeline,
+        instance,
+        keys,
+        resources_config={"ingest": {"config": {"data": str(data_dir), "force": True}}},
+    )
     assert configured.success
     assert {run for stages in stage_runs(pipeline).values() for run in stages.values()} == {configured.run_id}
     after = stage_runs(pipeline)
 
-    out = subprocess.run([CLI, "--data", str(data_dir), "ingest", "--force", str(data_dir / "sources" / "a.txt"),
-                          "--json"], capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [CLI, "--data", str(data_dir), "ingest", "--force", str(data_dir / "sources" / "a.txt"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads(out.stdout)
     assert report["documents"] == 1 and report["failed"] == 0

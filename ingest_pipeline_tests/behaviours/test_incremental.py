@@ -3,8 +3,8 @@
 import os
 import time
 
-from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.commands.ingest import ingest
+from ingest_pipeline.storage.catalog import query
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
 
@@ -28,23 +28,35 @@ def test_a_markdown_config_change_leaves_the_other_documents_chunk_maps_alone(da
     write(sources / "notes.txt", "The pump was serviced in March.\n\nFilters were changed as well.\n")
     p = fresh_pipeline(data_dir)
     ingest(p, [str(sources)])
-    before = {(r["profile"], r["chunk_id"]): r["t"] for r in query(
-        p.lake, "select profile, chunk_id, coalesce(embed_text, text) as t from chunks").to_pylist()}
+    before = {
+        (r["profile"], r["chunk_id"]): r["t"]
+        for r in query(
+            p.lake, "select profile, chunk_id, coalesce(embed_text, text) as t from chunks"
+        ).to_pylist()
+    }
     md_doc = query(p.lake, "select document_id from sources where path like '%guide.md'").to_pylist()[0][
-        "document_id"]
+        "document_id"
+    ]
     txt_doc = query(p.lake, "select document_id from sources where path like '%notes.txt'").to_pylist()[0][
-        "document_id"]
+        "document_id"
+    ]
 
     cached_before = _cached(p)
-    (data_dir / "ingest_pipeline.toml").write_text('[chunkers."markdown@1"]\ntarget_chars = 300\nmax_chars = 500\n')
+    (data_dir / "ingest_pipeline.toml").write_text(
+        '[chunkers."markdown@1"]\ntarget_chars = 300\nmax_chars = 500\n'
+    )
     time.sleep(0.05)
     since = time.time()
     p = fresh_pipeline(data_dir)
     report = ingest(p, [str(sources)])
 
     rewritten = _rewritten(p.settings.lake_root, since)
-    after = {(r["profile"], r["chunk_id"]): r["t"] for r in query(
-        p.lake, "select profile, chunk_id, coalesce(embed_text, text) as t from chunks").to_pylist()}
+    after = {
+        (r["profile"], r["chunk_id"]): r["t"]
+        for r in query(
+            p.lake, "select profile, chunk_id, coalesce(embed_text, text) as t from chunks"
+        ).to_pylist()
+    }
     assert set(after) != set(before)  # the Markdown document was cut anew
     # markdown@1 is asked again about both documents; nothing else is.
     assert rewritten["claims/markdown_v1"] == {md_doc, txt_doc}

@@ -9,7 +9,13 @@ import pytest
 from ingest_pipeline.commands import cli
 from ingest_pipeline.storage.catalog import analyst_query, query
 from ingest_pipeline.storage.lake import Lake
-from ingest_pipeline.storage.vector_index import VectorIndex, filter_literal, index_schema, where_equals, where_in
+from ingest_pipeline.storage.vector_index import (
+    VectorIndex,
+    filter_literal,
+    index_schema,
+    where_equals,
+    where_in,
+)
 
 PAYLOADS = (
     "x' OR '1'='1",
@@ -31,8 +37,8 @@ def run(capsys, data, *args):
 
 @pytest.fixture(scope="module")
 def ingested(tmp_path_factory):
-    from ingest_pipeline.resources import parts_for
     from ingest_pipeline.commands.ingest import ingest
+    from ingest_pipeline.resources import parts_for
     from ingest_pipeline.samples import write_samples
 
     data = tmp_path_factory.mktemp("inject") / "data"
@@ -69,14 +75,34 @@ def test_inspect_takes_every_option_as_a_value(ingested, capsys, payload):
 def test_search_and_eval_take_the_profile_as_a_value(ingested, capsys, payload):
     data, _, _ = ingested
     for mode in ("text", "hybrid"):
-        code, out, err = run(capsys, data, "search", "irrigation pump", "--profile", payload, "--mode", mode,
-                             "--explain", "--json")
+        code, out, err = run(
+            capsys,
+            data,
+            "search",
+            "irrigation pump",
+            "--profile",
+            payload,
+            "--mode",
+            mode,
+            "--explain",
+            "--json",
+        )
         # An unknown profile is refused by name, as a value: no query ran, nothing is printed.
         assert code == 2 and out == "" and payload in err
     code, out, _ = run(capsys, data, "search", payload, "--mode", "text", "--json")
     assert code == 0 and isinstance(json.loads(out), list)
-    code, out, err = run(capsys, data, "eval", "--questions", "samples", "--skip-ingest", "--no-baselines",
-                         "--profile", payload, "--json")
+    code, out, err = run(
+        capsys,
+        data,
+        "eval",
+        "--questions",
+        "samples",
+        "--skip-ingest",
+        "--no-baselines",
+        "--profile",
+        payload,
+        "--json",
+    )
     assert code != 0 and out == "" and payload in err  # refused by name; nothing measured or leaked
 
 
@@ -114,14 +140,27 @@ def test_query_reads_anything_in_the_lake_and_writes_nothing(ingested, capsys, t
 
 def test_parameters_carry_values_into_duckdb(tmp_path):
     lake = Lake(str(tmp_path / "lake"))
-    lake.write("errors", ("a",), pa.Table.from_pylist(
-        [{"document_id": "a", "stage": "sources", "error": "E", "reason": "r"}]))
+    lake.write(
+        "errors",
+        ("a",),
+        pa.Table.from_pylist([{"document_id": "a", "stage": "sources", "error": "E", "reason": "r"}]),
+    )
     for payload in PAYLOADS:
         assert query(lake, "select * from errors where document_id = ?", [payload]).num_rows == 0
-        assert query(lake, "select * from errors where document_id in (select unnest(?::VARCHAR[]))",
-                     [[payload, "b"]]).num_rows == 0
-    assert query(lake, "select * from errors where document_id in (select unnest(?::VARCHAR[]))",
-                 [["a"]]).num_rows == 1
+        assert (
+            query(
+                lake,
+                "select * from errors where document_id in (select unnest(?::VARCHAR[]))",
+                [[payload, "b"]],
+            ).num_rows
+            == 0
+        )
+    assert (
+        query(
+            lake, "select * from errors where document_id in (select unnest(?::VARCHAR[]))", [["a"]]
+        ).num_rows
+        == 1
+    )
     catalog = str(tmp_path / "catalog.duckdb")
     with pytest.raises(PermissionError):
         analyst_query(lake, catalog, f"copy errors to '{tmp_path / 'e.csv'}'")
@@ -129,7 +168,9 @@ def test_parameters_carry_values_into_duckdb(tmp_path):
 
     writer = duckdb.connect(catalog)  # a run rewriting the catalog holds its only writer
     try:
-        assert analyst_query(lake, catalog, "select document_id from errors").to_pylist() == [{"document_id": "a"}]
+        assert analyst_query(lake, catalog, "select document_id from errors").to_pylist() == [
+            {"document_id": "a"}
+        ]
         with pytest.raises(duckdb.Error, match="Permission"):
             analyst_query(lake, catalog, "select * from read_text('/etc/passwd')")
     finally:
@@ -137,9 +178,23 @@ def test_parameters_carry_values_into_duckdb(tmp_path):
 
 
 def _rows(doc, ids, dim=4):
-    return pa.Table.from_pylist([
-        {"chunk_id": c, "document_id": doc, "path": doc, "profile": "p", "page": 1, "index": i, "text": f"t {c}",
-         "modality": "text", "vector": [1.0] * dim} for i, c in enumerate(ids)], schema=index_schema(dim))
+    return pa.Table.from_pylist(
+        [
+            {
+                "chunk_id": c,
+                "document_id": doc,
+                "path": doc,
+                "profile": "p",
+                "page": 1,
+                "index": i,
+                "text": f"t {c}",
+                "modality": "text",
+                "vector": [1.0] * dim,
+            }
+            for i, c in enumerate(ids)
+        ],
+        schema=index_schema(dim),
+    )
 
 
 def test_lancedb_filters_hold_any_value(tmp_path):
@@ -155,8 +210,9 @@ def test_lancedb_filters_hold_any_value(tmp_path):
     # A chunk id holding a payload is kept as one value, not read as a filter.
     index.sync_document("p", "a", _rows("a", ["a1", "x') OR ('1'='1"]))
     assert index.count("p", "a") == 2 and index.count("p") == 3
-    assert {h["document_id"] for h in index.search("p", "t", [1.0] * 4, mode="vector", k=10,
-                                                   documents=["o'b"])} == {"o'b"}
+    assert {
+        h["document_id"] for h in index.search("p", "t", [1.0] * 4, mode="vector", k=10, documents=["o'b"])
+    } == {"o'b"}
     assert where_in("chunk_id", []) == "false"
     assert where_equals("document_id", "o'b") == "document_id = 'o''b'"
     with pytest.raises(TypeError):

@@ -1,9 +1,9 @@
 """A run killed after some stages of a document: the next run finishes it and says so,
 instead of calling it unchanged."""
 
+from ingest_pipeline.commands.ingest import ingest
 from ingest_pipeline.documents import collect
 from ingest_pipeline.resources import parts_for
-from ingest_pipeline.commands.ingest import ingest
 from ingest_pipeline.stages import finished, observe_source, read_document
 from ingest_pipeline_tests.conftest import write
 

@@ -21,8 +21,11 @@ ROOT = Path(__file__).resolve().parents[2]
 # make every side longer and prove nothing about storage that the others do not
 # (test_cli_corpus ingests all three): the 117-page GeoTopo atlas, the 18-page Redbook
 # sample and the 4-page Nemotron scan, read by OCR like the one-page scan kept here.
-LEFT_OUT = {"pypdf-samples__GeoTopo-komprimiert.pdf", "docling__redp5110_sampled.pdf",
-            "docling__nemotron_multipage.pdf"}
+LEFT_OUT = {
+    "pypdf-samples__GeoTopo-komprimiert.pdf",
+    "docling__redp5110_sampled.pdf",
+    "docling__nemotron_multipage.pdf",
+}
 PDFS = sorted(path.name for path in (CORPUS / "files" / "pdf").glob("*.pdf") if path.name not in LEFT_OUT)
 S3_SECRET = "Scale-0ut-S3-secret-9f2c"
 PG_PASSWORD = "Scale-0ut-pg-password-41d7"
@@ -44,9 +47,9 @@ def servers(tmp_path):
 
 
 def _chunk_ids(data: str) -> list[str]:
+    from ingest_pipeline.settings import load_settings
     from ingest_pipeline.storage.catalog import query
     from ingest_pipeline.storage.lake import Lake
-    from ingest_pipeline.settings import load_settings
 
     lake = Lake(load_settings(data).lake_root)
     return sorted(query(lake, "SELECT chunk_id FROM chunks").column("chunk_id").to_pylist())
@@ -55,8 +58,14 @@ def _chunk_ids(data: str) -> list[str]:
 def _cli_query(cwd: Path, root: str, sql: str) -> subprocess.CompletedProcess:
     """``ingest-pipeline --data ROOT query --json SQL``: the installed command, in its own process."""
     command = Path(sys.executable).with_name("ingest-pipeline")
-    return subprocess.run([str(command), "--data", root, "query", "--json", sql], cwd=cwd, env={**os.environ},
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [str(command), "--data", root, "query", "--json", sql],
+        cwd=cwd,
+        env={**os.environ},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _query_cli_counts_as_the_local_run(tmp_path: Path, remote: str, local: str) -> None:
@@ -100,8 +109,8 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
         shutil.copy(CORPUS / "files" / "pdf" / name, sources / name)
 
     # The anchor: one process, local disk, the SQLite instance.
-    from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
     from ingest_pipeline.commands.ingest import ingest
+    from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
 
     local = tmp_path / "local"
     (local / "sources").mkdir(parents=True)
@@ -110,14 +119,23 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
     assert len(report.new) + len(report.failed) == len(PDFS) and len(report.new) > len(PDFS) // 2
     from ingest_pipeline.storage.catalog import query as local_query
 
-    errors_locally = sorted({os.path.basename(p) for p in local_query(
-        anchor.lake, "SELECT path FROM errors").column("path").to_pylist()})
+    errors_locally = sorted(
+        {
+            os.path.basename(p)
+            for p in local_query(anchor.lake, "SELECT path FROM errors").column("path").to_pylist()
+        }
+    )
     expected = _chunk_ids(str(local))
     assert expected
 
     # The object store and the production instance, through the environment only.
-    env = {"AWS_ACCESS_KEY_ID": "scale-test", "AWS_SECRET_ACCESS_KEY": S3_SECRET, "AWS_REGION": "us-east-1",
-           "AWS_ENDPOINT_URL": s3.endpoint, **pg.env()}
+    env = {
+        "AWS_ACCESS_KEY_ID": "scale-test",
+        "AWS_SECRET_ACCESS_KEY": S3_SECRET,
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": s3.endpoint,
+        **pg.env(),
+    }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     home = tmp_path / "dagster_home"
@@ -132,11 +150,11 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
 
     from dagster import DagsterInstance
 
+    from ingest_pipeline.commands.ingest import QUIET
     from ingest_pipeline.definitions import CATALOG_JOB, build_definitions
     from ingest_pipeline.documents import collect
     from ingest_pipeline.partitions import DOCUMENTS
     from ingest_pipeline.resources import parts_for
-    from ingest_pipeline.commands.ingest import QUIET
 
     instance = DagsterInstance.get()
     assert type(instance.run_storage).__name__ == "PostgresRunStorage"
@@ -160,9 +178,15 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
     for i, batch in enumerate(batches):
         log = tmp_path / f"run{i}.log"
         logs.append(log)
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "ingest_pipeline_tests.run_range", data, batch[0], batch[-1]],
-            cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT, env={**os.environ}))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "ingest_pipeline_tests.run_range", data, batch[0], batch[-1]],
+                cwd=ROOT,
+                stdout=log.open("wb"),
+                stderr=subprocess.STDOUT,
+                env={**os.environ},
+            )
+        )
     codes = [p.wait(timeout=900) for p in procs]
     assert codes == [0, 0], [log.read_text()[-3000:] for log in logs]
 
@@ -172,14 +196,21 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
     (a, b) = sorted(ingest_runs, key=lambda r: r.start_time)
     assert b.start_time < a.end_time, "the two runs did not overlap in time"
     assert {r.dagster_run.tags["ingest_pipeline/work"] for r in ingest_runs} == {"ingest"}
-    step_pids = [{rec.dagster_event.pid for rec in instance.all_logs(r.dagster_run.run_id)
-                  if rec.dagster_event and rec.dagster_event.event_type_value == "STEP_START"} for r in ingest_runs]
+    step_pids = [
+        {
+            rec.dagster_event.pid
+            for rec in instance.all_logs(r.dagster_run.run_id)
+            if rec.dagster_event and rec.dagster_event.event_type_value == "STEP_START"
+        }
+        for r in ingest_runs
+    ]
     assert [len(p) for p in step_pids] == [1, 1] and step_pids[0] != step_pids[1]  # a process per run
     # The lancedb pool's slots live in PostgreSQL: one slot, taken by both runs in turn.
     assert instance.event_log_storage.get_concurrency_info("lancedb").slot_count == 1
 
     build_definitions(pipeline.settings).resolve_job_def(CATALOG_JOB).execute_in_process(
-        instance=instance, resources=pipeline.resources, run_config=QUIET)
+        instance=instance, resources=pipeline.resources, run_config=QUIET
+    )
 
     got = _chunk_ids(data)
     assert got == expected  # the same chunks, none lost, none twice
@@ -189,17 +220,25 @@ def test_two_concurrent_runs_on_postgres_and_s3_cut_the_chunks_of_a_local_run(tm
     from ingest_pipeline.storage.catalog import query
 
     rows = pipeline.index.open(served).to_arrow().column("chunk_id").to_pylist()
-    in_lake = query(pipeline.lake, f"SELECT chunk_id FROM chunks WHERE profile = '{served}'").column(
-        "chunk_id").to_pylist()
+    in_lake = (
+        query(pipeline.lake, f"SELECT chunk_id FROM chunks WHERE profile = '{served}'")
+        .column("chunk_id")
+        .to_pylist()
+    )
     assert sorted(rows) == sorted(in_lake) and len(set(rows)) == len(rows)
     errors = query(pipeline.lake, "SELECT path FROM errors").column("path").to_pylist()
     assert sorted({os.path.basename(p) for p in errors}) == errors_locally  # the same documents fail
 
     # Credentials nowhere: not in any object of the bucket, the instance database or a log.
     s3c = boto3.client("s3", endpoint_url=s3.endpoint)
-    objects = [o["Key"] for page in s3c.get_paginator("list_objects_v2").paginate(Bucket="lake")
-               for o in page.get("Contents", [])]
-    assert any(k.startswith("scale/lancedb/") for k in objects) and any(k.startswith("scale/lake/") for k in objects)
+    objects = [
+        o["Key"]
+        for page in s3c.get_paginator("list_objects_v2").paginate(Bucket="lake")
+        for o in page.get("Contents", [])
+    ]
+    assert any(k.startswith("scale/lancedb/") for k in objects) and any(
+        k.startswith("scale/lake/") for k in objects
+    )
     for key in objects:
         body = s3c.get_object(Bucket="lake", Key=key)["Body"].read()
         assert S3_SECRET.encode() not in body and PG_PASSWORD.encode() not in body, key
@@ -217,11 +256,23 @@ def test_duckdb_reads_s3_through_httpfs_only_if_installed_with_a_temporary_secre
 
     from ingest_pipeline.storage.catalog import load_httpfs, s3_secret_sql
 
-    sql = s3_secret_sql({"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s'x", "AWS_REGION": "eu-west-1",
-                         "AWS_ENDPOINT_URL": "http://127.0.0.1:9000/"})
+    sql = s3_secret_sql(
+        {
+            "AWS_ACCESS_KEY_ID": "k",
+            "AWS_SECRET_ACCESS_KEY": "s'x",
+            "AWS_REGION": "eu-west-1",
+            "AWS_ENDPOINT_URL": "http://127.0.0.1:9000/",
+        }
+    )
     assert sql.startswith("CREATE OR REPLACE TEMPORARY SECRET")  # never persisted to disk
-    for part in ("KEY_ID 'k'", "SECRET 's''x'", "REGION 'eu-west-1'", "ENDPOINT '127.0.0.1:9000'",
-                 "USE_SSL false", "URL_STYLE 'path'"):
+    for part in (
+        "KEY_ID 'k'",
+        "SECRET 's''x'",
+        "REGION 'eu-west-1'",
+        "ENDPOINT '127.0.0.1:9000'",
+        "USE_SSL false",
+        "URL_STYLE 'path'",
+    ):
         assert part in sql
     assert "KEY_ID" not in s3_secret_sql({"AWS_REGION": "us-east-1"})  # no keys: the provider's chain
     con = duckdb.connect(":memory:")
@@ -229,5 +280,7 @@ def test_duckdb_reads_s3_through_httpfs_only_if_installed_with_a_temporary_secre
     autoinstall = con.execute("SELECT current_setting('autoinstall_known_extensions')").fetchall()[0][0]
     assert autoinstall is False  # whatever happens, nothing is downloaded at run time
     if not loaded:
-        assert "httpfs" not in {r[0] for r in con.execute(
-            "SELECT extension_name FROM duckdb_extensions() WHERE loaded").fetchall()}
+        assert "httpfs" not in {
+            r[0]
+            for r in con.execute("SELECT extension_name FROM duckdb_extensions() WHERE loaded").fetchall()
+        }

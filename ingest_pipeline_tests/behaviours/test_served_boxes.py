@@ -7,12 +7,12 @@ import pytest
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.contract import SourceBytes, validate_bbox
-from ingest_pipeline.stages.merge import Claim, merge_claims
 from ingest_pipeline.readers import read_pages, reader_ids
 from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import SERVED_PROFILE, builtin_profiles
 from ingest_pipeline.stages.chunk_map import Expander
+from ingest_pipeline.stages.merge import Claim, merge_claims
 from ingest_pipeline_tests.chunkers.pdf.test_pdf_corpus import FACTS, OPENABLE, PDF_DIR
 
 pytestmark = pytest.mark.skipif(not PDF_DIR.exists(), reason="shared corpus not present")
@@ -21,8 +21,11 @@ pytestmark = pytest.mark.skipif(not PDF_DIR.exists(), reason="shared corpus not 
 def test_every_served_chunk_of_a_read_pdf_page_has_a_box(embedder):
     served = next(p for p in builtin_profiles() if p.name == SERVED_PROFILE)
     registry = ChunkerRegistry.discover({}, reserved_ids=reader_ids())
-    order = [c for c in registry.order_for(served.chunkers)
-             if getattr(c, "media_types", None) is None or mt.PDF in c.media_types]
+    order = [
+        c
+        for c in registry.order_for(served.chunkers)
+        if getattr(c, "media_types", None) is None or mt.PDF in c.media_types
+    ]
     checked = ocr_pages = 0
     for name in OPENABLE:
         content = (PDF_DIR / name).read_bytes()
@@ -40,6 +43,9 @@ def test_every_served_chunk_of_a_read_pdf_page_has_a_box(embedder):
             assert chunk.chunker == "pdf@4", (name, chunk.page, chunk.chunker)
             assert all(r.bbox for r in chunk.piece.layout.regions)
             checked += 1
-        ocr_pages += sum(1 for p in read.values() if p.reader.startswith("rapidocr")
-                         and any(c.page == p.page for c in chunk_map.chunks))
+        ocr_pages += sum(
+            1
+            for p in read.values()
+            if p.reader.startswith("rapidocr") and any(c.page == p.page for c in chunk_map.chunks)
+        )
     assert checked > 300 and ocr_pages >= 3  # born-digital passages and OCR-read pages both covered

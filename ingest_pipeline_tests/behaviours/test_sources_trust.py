@@ -3,12 +3,12 @@ identity however it is named, and a file that turns unreadable leaves search."""
 
 import os
 
-from ingest_pipeline.storage.catalog import query
+from ingest_pipeline.commands.ingest import ingest
 from ingest_pipeline.documents import DocumentEntry, collect, entry_for, superseded
 from ingest_pipeline.resources import parts_for
-from ingest_pipeline.commands.ingest import ingest
 from ingest_pipeline.samples import simple_pdf
 from ingest_pipeline.settings import load_settings
+from ingest_pipeline.storage.catalog import query
 from ingest_pipeline_tests.conftest import write
 
 
@@ -19,10 +19,16 @@ def test_a_file_inside_the_root_has_one_id_however_it_is_named(data_dir, tmp_pat
     alias = tmp_path / "alias"
     os.symlink(data_dir, alias)  # another spelling of the storage root
     spellings = [
-        [root / "team" / "plan.txt"], [root / "team"], [root], [root / "team" / ".." / "team" / "plan.txt"],
-        [alias / "sources" / "team" / "plan.txt"], [alias / "sources"],
+        [root / "team" / "plan.txt"],
+        [root / "team"],
+        [root],
+        [root / "team" / ".." / "team" / "plan.txt"],
+        [alias / "sources" / "team" / "plan.txt"],
+        [alias / "sources"],
     ]
-    found = {(e.document_id, e.path) for paths in spellings for e in collect(settings, [str(p) for p in paths])}
+    found = {
+        (e.document_id, e.path) for paths in spellings for e in collect(settings, [str(p) for p in paths])
+    }
     assert len(found) == 1 and next(iter(found))[1] == "team/plan.txt"
 
 
@@ -45,8 +51,10 @@ def test_a_root_holding_two_ids_for_one_file_keeps_one(data_dir, tmp_path):
     settings = load_settings(data_dir)
     outside = write(tmp_path / "elsewhere" / "q3.txt", "q3")
     uri = entry_for(settings, str(outside)).uri
-    old = {"q3-txt-aaaa": DocumentEntry("q3-txt-aaaa", "q3.txt", uri),
-           "elsewhere-q3-txt-aaaa": DocumentEntry("elsewhere-q3-txt-aaaa", "elsewhere/q3.txt", uri)}
+    old = {
+        "q3-txt-aaaa": DocumentEntry("q3-txt-aaaa", "q3.txt", uri),
+        "elsewhere-q3-txt-aaaa": DocumentEntry("elsewhere-q3-txt-aaaa", "elsewhere/q3.txt", uri),
+    }
     entries = collect(settings, [str(tmp_path / "elsewhere")], known=old)
     assert [(e.document_id, e.path) for e in entries] == [("elsewhere-q3-txt-aaaa", "elsewhere/q3.txt")]
     assert [e.document_id for e in superseded(old, entries)] == ["q3-txt-aaaa"]
@@ -66,20 +74,28 @@ def test_links_out_of_the_root_are_refused_and_one_file_is_one_document(data_dir
     os.symlink(tmp_path / "private", root / "private_folder")  # a linked folder is not walked
     os.symlink(root / "greenhouse.txt", root / "inside_link.txt")
     os.symlink(allowed, root / "allowed_link.txt")
-    (data_dir / "ingest_pipeline.toml").write_text(f'[sources]\nlink_roots = ["{tmp_path / "shared_docs"}"]\n')
+    (data_dir / "ingest_pipeline.toml").write_text(
+        f'[sources]\nlink_roots = ["{tmp_path / "shared_docs"}"]\n'
+    )
 
     p, report = _ingest(data_dir)
     paths = report.paths
     failed = {paths[d]: errs for d, errs in report.failed.items()}
     assert set(failed) == {"escape.txt"}
-    assert "symbolic link" in failed["escape.txt"][0]["reason"] and "outside the source root" in \
-        failed["escape.txt"][0]["reason"]
+    assert (
+        "symbolic link" in failed["escape.txt"][0]["reason"]
+        and "outside the source root" in failed["escape.txt"][0]["reason"]
+    )
     assert sorted(paths[d] for d in report.new) == ["allowed_link.txt", "greenhouse.txt", "inside_link.txt"]
     texts = " ".join(r["text"] for r in query(p.lake, "select text from chunks").to_pylist())
     assert "marzipan" not in texts and "irrigation pumps" in texts
-    assert all("marzipan" not in (h["text"] or "") for h in p.index.search(
-        "retrieval", "vault passphrase marzipan", None, k=10, mode="text"))
-    assert query(p.lake, "select count(*) as n from sources where path = 'escape.txt'").to_pylist() == [{"n": 0}]
+    assert all(
+        "marzipan" not in (h["text"] or "")
+        for h in p.index.search("retrieval", "vault passphrase marzipan", None, k=10, mode="text")
+    )
+    assert query(p.lake, "select count(*) as n from sources where path = 'escape.txt'").to_pylist() == [
+        {"n": 0}
+    ]
 
     # The same outside file ingested by path, then through its folder: one document.
     outside = write(tmp_path / "inbox" / "frost.txt", "Frost protection fleece goes on below two degrees.\n")
@@ -111,9 +127,16 @@ def test_a_file_that_turns_unreadable_leaves_search_but_not_the_history(data_dir
     assert not p.index.search(served, "tomato yield kilograms", None, k=10, mode="text")
     for profile in p.settings.profiles:
         assert query(p.lake, "select count(*) as n from chunks where document_id = ?", [doc]).to_pylist() == [
-            {"n": 0}], profile.name
-    history = p.lake.read("history/chunks", served, doc, *[
-        f.rsplit("/", 1)[-1][: -len(".parquet")] for f in p.lake.files(f"history/chunks/{served}/{doc}")][:1])
+            {"n": 0}
+        ], profile.name
+    history = p.lake.read(
+        "history/chunks",
+        served,
+        doc,
+        *[f.rsplit("/", 1)[-1][: -len(".parquet")] for f in p.lake.files(f"history/chunks/{served}/{doc}")][
+            :1
+        ],
+    )
     assert history is not None and "forty kilograms" in " ".join(history.column("text").to_pylist())
     errors = query(p.lake, "select stage, reason from errors where document_id = ?", [doc]).to_pylist()
     assert any(e["reason"].startswith("withdrawn from search") for e in errors)
@@ -126,6 +149,7 @@ def test_a_file_that_turns_unreadable_leaves_search_but_not_the_history(data_dir
 
 def test_a_source_that_cannot_be_read_for_now_keeps_its_rows_and_is_retried(data_dir, monkeypatch):
     from ingest_pipeline.storage import object_store
+
     root = data_dir / "sources"
     write(root / "report.pdf", simple_pdf([["Tomato yield rose to forty kilograms per square metre."]]))
     p, first = _ingest(data_dir)
@@ -145,13 +169,22 @@ def test_a_source_that_cannot_be_read_for_now_keeps_its_rows_and_is_retried(data
     (failure,) = second.failed[doc]
     assert failure["stage"] == "sources" and "next run tries again" in failure["reason"]
     assert p.index.count(served, doc) == rows  # still served, not withdrawn
-    assert "forty" in " ".join(h["text"] for h in p.index.search(served, "tomato yield", None, k=5, mode="text"))
-    assert query(p.lake, "select count(*) as n from sources where document_id = ?", [doc]).to_pylist() == [{"n": 1}]
+    assert "forty" in " ".join(
+        h["text"] for h in p.index.search(served, "tomato yield", None, k=5, mode="text")
+    )
+    assert query(p.lake, "select count(*) as n from sources where document_id = ?", [doc]).to_pylist() == [
+        {"n": 1}
+    ]
     assert query(p.lake, "select error from errors where document_id = ?", [doc]).to_pylist() == [
-        {"error": "SourceUnavailable"}]
+        {"error": "SourceUnavailable"}
+    ]
 
     monkeypatch.setattr(object_store, "stat", real_stat)
     third = ingest(p)  # the failed observation is retried and the new bytes served
     assert not third.failed and doc in third.changed
-    assert query(p.lake, "select count(*) as n from errors where document_id = ?", [doc]).to_pylist() == [{"n": 0}]
-    assert "fifty" in " ".join(h["text"] for h in p.index.search(served, "tomato yield", None, k=5, mode="text"))
+    assert query(p.lake, "select count(*) as n from errors where document_id = ?", [doc]).to_pylist() == [
+        {"n": 0}
+    ]
+    assert "fifty" in " ".join(
+        h["text"] for h in p.index.search(served, "tomato yield", None, k=5, mode="text")
+    )

@@ -105,8 +105,11 @@ def test_one_enormous_row_among_short_ones_is_not_padded():
     assert piece.meta["ragged"] and len(piece.text) < 2 * (len(wide) + len(rows))
     assert piece.text.split("\n")[1] == "a\tb"
     from ingest_pipeline.chunkers.delimited import DelimitedChunker as C
+
     content = f"{wide}\n{rows}\n".encode()
     pages = read_pages(content, mt.CSV)
     checker = C({"max_chars": 10_000_000})
-    outcomes = {o.name: o.passed for o in checker.check(content, mt.CSV, pages, checker.chunk(content, mt.CSV, pages))}
+    outcomes = {
+        o.name: o.passed for o in checker.check(content, mt.CSV, pages, checker.chunk(content, mt.CSV, pages))
+    }
     assert outcomes["table_grid_consistent"]

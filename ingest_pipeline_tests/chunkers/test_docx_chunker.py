@@ -74,12 +74,19 @@ def test_w1_document_order_and_merged_cells_once():
 def test_w2_content_controls_and_insertions_kept_deletions_dropped():
     doc = Document()
     doc.add_paragraph("Before.")
-    append_body_xml(doc, f'<w:sdt {NS}><w:sdtPr><w:alias w:val="Box"/></w:sdtPr><w:sdtContent>'
-                         "<w:p><w:r><w:t>Inside the control</w:t></w:r></w:p></w:sdtContent></w:sdt>")
-    append_body_xml(doc, f"<w:p {NS}><w:r><w:t xml:space=\"preserve\">Kept </w:t></w:r>"
-                         '<w:ins w:id="1" w:author="a" w:date="2024-01-01T00:00:00Z"><w:r><w:t>inserted</w:t></w:r></w:ins>'
-                         '<w:del w:id="2" w:author="a" w:date="2024-01-01T00:00:00Z"><w:r><w:delText>removed</w:delText></w:r></w:del>'
-                         "</w:p>")
+    append_body_xml(
+        doc,
+        f'<w:sdt {NS}><w:sdtPr><w:alias w:val="Box"/></w:sdtPr><w:sdtContent>'
+        "<w:p><w:r><w:t>Inside the control</w:t></w:r></w:p></w:sdtContent></w:sdt>",
+    )
+    append_body_xml(
+        doc,
+        f'<w:p {NS}><w:r><w:t xml:space="preserve">Kept </w:t></w:r>'
+        '<w:ins w:id="1" w:author="a" w:date="2024-01-01T00:00:00Z"><w:r><w:t>inserted</w:t></w:r></w:ins>'
+        '<w:del w:id="2" w:author="a" '
+        'w:date="2024-01-01T00:00:00Z"><w:r><w:delText>removed</w:delText></w:r></w:del>'
+        "</w:p>",
+    )
     content = save_docx(doc)
     # python-docx loses the insertion and the content control.
     reopened = Document(io.BytesIO(content))
@@ -109,16 +116,22 @@ def test_w3_two_sections_map_to_two_pages():
 def test_text_box_read_once_and_vanished_text_hidden():
     doc = Document()
     box = (
-        f"<w:p {NS}><w:r><w:t>Anchor</w:t></w:r><w:r><mc:AlternateContent><mc:Choice Requires=\"wps\"><w:drawing>"
+        f"<w:p {NS}><w:r><w:t>Anchor</w:t></w:r><w:r><mc:AlternateContent><mc:Choice "
+        'Requires="wps"><w:drawing>'
         "<wp:anchor><a:graphic><a:graphicData><wps:wsp><wps:txbx><w:txbxContent>"
-        "<w:p><w:r><w:t>Boxed text</w:t></w:r></w:p></w:txbxContent></wps:txbx></wps:wsp></a:graphicData></a:graphic>"
+        "<w:p><w:r><w:t>Boxed "
+        "text</w:t></w:r></w:p></w:txbxContent></wps:txbx></wps:wsp></a:graphicData></a:graphic>"
         "</wp:anchor></w:drawing></mc:Choice><mc:Fallback><w:pict><v:shape><v:textbox><w:txbxContent>"
-        "<w:p><w:r><w:t>Boxed text</w:t></w:r></w:p></w:txbxContent></v:textbox></v:shape></w:pict></mc:Fallback>"
+        "<w:p><w:r><w:t>Boxed "
+        "text</w:t></w:r></w:p></w:txbxContent></v:textbox></v:shape></w:pict></mc:Fallback>"
         "</mc:AlternateContent></w:r></w:p>"
     )
     append_body_xml(doc, box)
-    append_body_xml(doc, f"<w:p {NS}><w:r><w:t xml:space=\"preserve\">Seen </w:t></w:r>"
-                         "<w:r><w:rPr><w:vanish/></w:rPr><w:t>unseen</w:t></w:r></w:p>")
+    append_body_xml(
+        doc,
+        f'<w:p {NS}><w:r><w:t xml:space="preserve">Seen </w:t></w:r>'
+        "<w:r><w:rPr><w:vanish/></w:rPr><w:t>unseen</w:t></w:r></w:p>",
+    )
     pieces = chunk(save_docx(doc))[1]
     texts = [p.text for p in pieces]
     assert texts.count("Boxed text") == 1 and "Anchor" in texts
@@ -140,7 +153,9 @@ def test_large_table_split_with_header_repeated():
     table = doc.add_table(rows=301, cols=3)
     for r, row in enumerate(table.rows):
         cells = row.cells
-        values = ("Item", "Qty", "Note") if r == 0 else (f"item {r}", str(r), "some words to make the row longer")
+        values = (
+            ("Item", "Qty", "Note") if r == 0 else (f"item {r}", str(r), "some words to make the row longer")
+        )
         for cell, value in zip(cells, values):
             cell.text = value
     pieces = chunk(save_docx(doc), max_chars=2000)[1]
@@ -151,7 +166,11 @@ def test_large_table_split_with_header_repeated():
         assert lines[0] == "Item\tQty\tNote" and len(p.text) <= 2000
         assert p.layout.table.rows == len(lines) and p.layout.table.header_rows == 1
         rows_seen.extend(lines[1:])
-    assert len(rows_seen) == 300 and rows_seen[0].startswith("item 1\t") and rows_seen[-1].startswith("item 300\t")
+    assert (
+        len(rows_seen) == 300
+        and rows_seen[0].startswith("item 1\t")
+        and rows_seen[-1].startswith("item 300\t")
+    )
 
 
 def _to_strict(content: bytes) -> bytes:

@@ -61,15 +61,18 @@ def test_output_equals_golden(info, chunker, corpus_documents, regenerate_golden
     path = golden.golden_path(info)
     if regenerate_golden:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(golden.render(info.ref, info.config_hash, chunker_config(chunker), actual),
-                        encoding="utf-8")
+        path.write_text(
+            golden.render(info.ref, info.config_hash, chunker_config(chunker), actual), encoding="utf-8"
+        )
         return
     stored = golden.load(path)
     key = f"{info.ref}/{info.config_hash}"
     if stored is None or (stored["chunker"], stored["config_hash"]) != (info.ref, info.config_hash):
         held = f" (the golden file holds {stored['chunker']}/{stored['config_hash']})" if stored else ""
-        pytest.fail(f"no golden for {key}{held}; regenerate with pytest {__file__} --regenerate-golden "
-                    f"and commit it with the version bump")
+        pytest.fail(
+            f"no golden for {key}{held}; regenerate with pytest {__file__} --regenerate-golden "
+            f"and commit it with the version bump"
+        )
     assert actual, f"{info.ref} claims no corpus document"
     changes = golden.diff(stored["documents"], actual)
     assert not changes, (

@@ -9,7 +9,13 @@ SPACE = (1000.0, 2000.0)
 
 
 def page(lines, number: int = 1) -> PageOutput:
-    return PageOutput(page=number, status="read", reader="rapidocr@1", text="\n".join(l.text for l in lines or ()) or "x", lines=lines)
+    return PageOutput(
+        page=number,
+        status="read",
+        reader="rapidocr@1",
+        text="\n".join(line.text for line in lines or ()) or "x",
+        lines=lines,
+    )
 
 
 def test_three_lines_three_chunks_and_no_lines_disclaimed():  # T-N1

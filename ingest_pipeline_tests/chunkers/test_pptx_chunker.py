@@ -46,12 +46,16 @@ def sp_xml(shape_id: int, text: str, box=None, ph: str = "", hidden: bool = Fals
     )
 
 
-def grp_xml(shape_id: int, off, ext, ch_off, ch_ext, children: str, rot: int = 0, flip_h: bool = False) -> str:
+def grp_xml(
+    shape_id: int, off, ext, ch_off, ch_ext, children: str, rot: int = 0, flip_h: bool = False
+) -> str:
     attrs = (f' rot="{rot}"' if rot else "") + (' flipH="1"' if flip_h else "")
     return (
-        f'<p:grpSp {NS}><p:nvGrpSpPr><p:cNvPr id="{shape_id}" name="G{shape_id}"/><p:cNvGrpSpPr/><p:nvPr/></p:nvGrpSpPr>'
+        f'<p:grpSp {NS}><p:nvGrpSpPr><p:cNvPr id="{shape_id}" '
+        f'name="G{shape_id}"/><p:cNvGrpSpPr/><p:nvPr/></p:nvGrpSpPr>'
         f'<p:grpSpPr><a:xfrm{attrs}><a:off x="{off[0]}" y="{off[1]}"/><a:ext cx="{ext[0]}" cy="{ext[1]}"/>'
-        f'<a:chOff x="{ch_off[0]}" y="{ch_off[1]}"/><a:chExt cx="{ch_ext[0]}" cy="{ch_ext[1]}"/></a:xfrm></p:grpSpPr>'
+        f'<a:chOff x="{ch_off[0]}" y="{ch_off[1]}"/><a:chExt '
+        f'cx="{ch_ext[0]}" cy="{ch_ext[1]}"/></a:xfrm></p:grpSpPr>'
         f"{children}</p:grpSp>"
     )
 
@@ -114,8 +118,16 @@ def _nested_deck(rot: int = 0, flip_h: bool = False) -> bytes:
     slide = prs.slides.add_slide(prs.slide_layouts[6])
     child = sp_xml(12, "Child C", (100000, 100000, 200000, 100000))
     inner = grp_xml(11, (1000000, 1000000), (2000000, 1000000), (0, 0), (1000000, 500000), child)
-    outer = grp_xml(10, (500000, 2000000), (3000000, 1500000), (1000000, 1000000), (2000000, 1000000), inner,
-                    rot=rot, flip_h=flip_h)
+    outer = grp_xml(
+        10,
+        (500000, 2000000),
+        (3000000, 1500000),
+        (1000000, 1000000),
+        (2000000, 1000000),
+        inner,
+        rot=rot,
+        flip_h=flip_h,
+    )
     slide.shapes._spTree.append(parse_xml(outer))
     return save_pptx(prs)
 
@@ -137,7 +149,9 @@ def test_group_rotation_and_flip_give_the_envelope():
 def test_zero_child_extent_is_unresolved():
     prs = Presentation()
     slide = prs.slides.add_slide(prs.slide_layouts[6])
-    slide.shapes._spTree.append(parse_xml(grp_xml(10, (0, 0), (100, 100), (0, 0), (0, 0), sp_xml(11, "Lost", (0, 0, 10, 10)))))
+    slide.shapes._spTree.append(
+        parse_xml(grp_xml(10, (0, 0), (100, 100), (0, 0), (0, 0), sp_xml(11, "Lost", (0, 0, 10, 10))))
+    )
     (piece,) = chunk(save_pptx(prs))[1]
     assert piece.bbox is None and piece.bbox_reason == "unresolved"
 
@@ -165,8 +179,12 @@ def test_x3_placeholder_frames_inherit_from_layout_then_master():
     s2 = prs.slides.add_slide(layout_own)
     s2.shapes.title.text = "From the layout"
     for slide in (s1, s2):
-        assert slide.shapes.title._element.spPr.find(
-            "{http://schemas.openxmlformats.org/drawingml/2006/main}xfrm") is None
+        assert (
+            slide.shapes.title._element.spPr.find(
+                "{http://schemas.openxmlformats.org/drawingml/2006/main}xfrm"
+            )
+            is None
+        )
     answer = chunk(save_pptx(prs))
     assert_box(answer[1][0].bbox, norm(*_master_title_box(prs)))
     assert_box(answer[2][0].bbox, norm(1000000, 500000, 5000000, 1300000))
@@ -237,7 +255,9 @@ def test_x6_raster_pictures_give_image_chunks_and_emf_does_not():
         if name.endswith(".rels") or name == "[Content_Types].xml":
             text = data.decode()
             text = text.replace('.png"', '.emf"').replace(
-                "<Default Extension=\"xml\"", "<Default Extension=\"emf\" ContentType=\"image/x-emf\"/><Default Extension=\"xml\"")
+                '<Default Extension="xml"',
+                '<Default Extension="emf" ContentType="image/x-emf"/><Default Extension="xml"',
+            )
             return name, text.encode()
         return name, data
 
@@ -277,11 +297,16 @@ def test_x7_pptx2_table_cells_with_spans_and_tiling_boxes():
     boxes = [c.bbox for c in grid.cells]
     for b in boxes:
         validate_bbox(b)
-        assert frame[0] - 1e-9 <= b[0] and b[2] <= frame[2] + 1e-9 and frame[1] - 1e-9 <= b[1] and b[3] <= frame[3] + 1e-9
+        assert (
+            frame[0] - 1e-9 <= b[0]
+            and b[2] <= frame[2] + 1e-9
+            and frame[1] - 1e-9 <= b[1]
+            and b[3] <= frame[3] + 1e-9
+        )
     area = sum((b[2] - b[0]) * (b[3] - b[1]) for b in boxes)
     assert abs(area - (frame[2] - frame[0]) * (frame[3] - frame[1])) < 1e-9
     for i, a in enumerate(boxes):
-        for b in boxes[i + 1:]:
+        for b in boxes[i + 1 :]:
             overlap_w = min(a[2], b[2]) - max(a[0], b[0])
             overlap_h = min(a[3], b[3]) - max(a[1], b[1])
             assert overlap_w <= 1e-9 or overlap_h <= 1e-9
@@ -305,7 +330,8 @@ def test_chunker_modules_import_no_office_library():
     code = (
         "import sys\n"
         "import ingest_pipeline.chunkers.pptx, ingest_pipeline.chunkers.docx\n"
-        "import ingest_pipeline.chunkers.xlsx, ingest_pipeline.chunkers.delimited, ingest_pipeline.chunkers.grid\n"
+        "import ingest_pipeline.chunkers.xlsx, "
+        "ingest_pipeline.chunkers.delimited, ingest_pipeline.chunkers.grid\n"
         "heavy = [m for m in ('pptx', 'docx', 'openpyxl', 'lxml', 'pypdfium2') if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )

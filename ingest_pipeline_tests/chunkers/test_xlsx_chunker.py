@@ -127,10 +127,18 @@ def test_declared_dimension_of_the_whole_grid_costs_only_the_real_cells():
     ws.append([1, 2])
     content = save_xlsx(wb)
     sheet = read_part(content, "xl/worksheets/sheet1.xml")
-    padding = "".join(f'<row r="{r}">' + "".join(f'<c r="{c}{r}" s="0"/>' for c in ("A", "B", "C", "D", "E", "F", "G", "H", "I", "J")) + "</row>"
-                      for r in range(3, 5003))
-    content = replace_in_part(content, "xl/worksheets/sheet1.xml", sheet[sheet.index("<dimension"):sheet.index("/>", sheet.index("<dimension")) + 2],
-                              '<dimension ref="A1:XFD1048576"/>')
+    padding = "".join(
+        f'<row r="{r}">'
+        + "".join(f'<c r="{c}{r}" s="0"/>' for c in ("A", "B", "C", "D", "E", "F", "G", "H", "I", "J"))
+        + "</row>"
+        for r in range(3, 5003)
+    )
+    content = replace_in_part(
+        content,
+        "xl/worksheets/sheet1.xml",
+        sheet[sheet.index("<dimension") : sheet.index("/>", sheet.index("<dimension")) + 2],
+        '<dimension ref="A1:XFD1048576"/>',
+    )
     content = replace_in_part(content, "xl/worksheets/sheet1.xml", "</sheetData>", padding + "</sheetData>")
     # The cost follows what the model holds: the four cells with a value, not the
     # declared grid nor the 50,000 empty styled cells (no timing: the machine is shared).

@@ -19,12 +19,16 @@ def samples_data(tmp_path_factory):
 
 
 def test_a_search_hit_leads_back_to_its_exact_bytes_and_chunker(samples_data):
-    hits = as_json(cli(samples_data, "search", "tomato yield per square metre", "-k", "1", "--explain", "--json"))
+    hits = as_json(
+        cli(samples_data, "search", "tomato yield per square metre", "-k", "1", "--explain", "--json")
+    )
     hit = hits[0]
     assert hit["path"] == "greenhouse_report.pdf"
     chain = hit["lineage"]
     source = samples_data / "sources" / chain["source"]["path"]
-    assert hashlib.sha256(source.read_bytes()).hexdigest() == chain["source"]["sha256"] == hit["source_sha256"]
+    assert (
+        hashlib.sha256(source.read_bytes()).hexdigest() == chain["source"]["sha256"] == hit["source_sha256"]
+    )
     assert chain["source"]["bytes_match"] is True
     assert chain["chunker"] == hit["chunker"] and chain["config_hash"] == hit["config_hash"]
     assert chain["reader"] == "pdfium_text@1" and chain["page"] == hit["page"] == 2
@@ -37,14 +41,19 @@ def test_a_search_hit_leads_back_to_its_exact_bytes_and_chunker(samples_data):
     assert shown[0]["source"]["sha256"] == chain["source"]["sha256"]
 
     con = duckdb.connect(str(samples_data / "catalog.duckdb"), read_only=True)
-    row = con.execute("SELECT source_sha256, chunker, config_hash, current FROM chunk_lineage "
-                      "WHERE chunk_id = ? AND profile = 'retrieval'", [hit["chunk_id"]]).fetchall()
+    row = con.execute(
+        "SELECT source_sha256, chunker, config_hash, current FROM chunk_lineage "
+        "WHERE chunk_id = ? AND profile = 'retrieval'",
+        [hit["chunk_id"]],
+    ).fetchall()
     con.close()
     assert row == [(chain["source"]["sha256"], hit["chunker"], hit["config_hash"], True)]
 
 
 def test_changed_bytes_show_up_in_the_lineage(samples_data, tmp_path):
-    hits = as_json(cli(samples_data, "search", "spare key pesticide store", "-k", "1", "--mode", "text", "--json"))
+    hits = as_json(
+        cli(samples_data, "search", "spare key pesticide store", "-k", "1", "--mode", "text", "--json")
+    )
     notes = samples_data / "sources" / "maintenance_notes.txt"
     original = notes.read_bytes()
     try:
@@ -56,9 +65,15 @@ def test_changed_bytes_show_up_in_the_lineage(samples_data, tmp_path):
 
 
 def test_two_chunker_versions_compare_in_duckdb(samples_data):
-    rows = as_json(cli(samples_data, "query",
-                       "select chunker_a, chunker_b, pieces_a, pieces_b from chunker_comparison "
-                       "where chunker_a = 'pdf@1' and chunker_b = 'page@1'", "--json"))
+    rows = as_json(
+        cli(
+            samples_data,
+            "query",
+            "select chunker_a, chunker_b, pieces_a, pieces_b from chunker_comparison "
+            "where chunker_a = 'pdf@1' and chunker_b = 'page@1'",
+            "--json",
+        )
+    )
     assert rows and all(r["pieces_a"] >= r["pieces_b"] == 1 for r in rows)
 
 

@@ -110,7 +110,9 @@ def test_passwords_open_encrypted_pdfs_and_stay_out_of_the_data(tmp_path):
     (reason,) = [e["reason"] for e in report["failures"]["docling__2206.01062_pg3.pdf"]]
     assert "password" in reason
     rows = as_json(cli(data, "query", "select path, count(*) as n from chunks group by path", "--json"))
-    assert [r["path"] for r in rows] == ["pypdf-samples__libreoffice-writer-password.pdf"] and rows[0]["n"] > 0
+    assert [r["path"] for r in rows] == ["pypdf-samples__libreoffice-writer-password.pdf"] and rows[0][
+        "n"
+    ] > 0
     for path in (data / "lake").rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path

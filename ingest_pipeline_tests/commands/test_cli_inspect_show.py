@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.commands.inspection import records_from_jsonl
-from ingest_pipeline.storage.lake import Lake
 from ingest_pipeline.settings import load_settings
+from ingest_pipeline.storage.catalog import query
+from ingest_pipeline.storage.lake import Lake
 from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
 
 CLI = str(Path(sys.executable).parent / "ingest-pipeline")
@@ -53,10 +53,17 @@ def test_inspect_jsonl_round_trips_every_chunk_with_its_cache_status(data):
     chunks = [r for r in records if r["record"] == "chunk"]
     lake = lake_of(data)
     did = source["document_id"]
-    rows = query(lake, 'SELECT * FROM chunks WHERE document_id = ? AND profile = ? ORDER BY page, "index"',
-                 [did, "retrieval"]).to_pylist()
-    vectors = {r["chunk_id"]: r for r in query(lake, "SELECT * FROM embeddings WHERE document_id = ? AND profile = ?",
-                                                [did, "retrieval"]).to_pylist()}
+    rows = query(
+        lake,
+        'SELECT * FROM chunks WHERE document_id = ? AND profile = ? ORDER BY page, "index"',
+        [did, "retrieval"],
+    ).to_pylist()
+    vectors = {
+        r["chunk_id"]: r
+        for r in query(
+            lake, "SELECT * FROM embeddings WHERE document_id = ? AND profile = ?", [did, "retrieval"]
+        ).to_pylist()
+    }
     assert len(rows) == len(chunks) > 3
     for row, record in zip(rows, chunks):
         assert {k: record[k] for k in row} == row  # every column, complete and typed as stored
@@ -76,11 +83,13 @@ def test_inspect_jsonl_round_trips_every_chunk_with_its_cache_status(data):
 
 
 def test_inspect_limits_long_texts_and_shows_cache_status_and_sizes(data):
-    lines = records_from_jsonl(run(data, "inspect", PDF.name, "--stage", "pages", "--format", "jsonl",
-                                   "--content-lines", "1").stdout)
+    lines = records_from_jsonl(
+        run(data, "inspect", PDF.name, "--stage", "pages", "--format", "jsonl", "--content-lines", "1").stdout
+    )
     page = next(r for r in lines if r["record"] == "page")
-    full = query(lake_of(data), "SELECT text FROM pages WHERE document_id = ? AND page = 1",
-                 [page["document_id"]]).to_pylist()[0]["text"]
+    full = query(
+        lake_of(data), "SELECT text FROM pages WHERE document_id = ? AND page = 1", [page["document_id"]]
+    ).to_pylist()[0]["text"]
     kept = full.split("\n")
     assert page["text"].split("\n") == [kept[0], f"… {len(kept) - 2} lines omitted …", kept[-1]]
     assert page["text_omitted_lines"] == len(kept) - 2
@@ -106,9 +115,13 @@ def _pixels_check(png: Path, drawn: dict, boxes: list[list[tuple[str, dict]]]) -
             top, bottom = oy + b["y0"] * h, oy + b["y1"] * h
             columns = range(int(left + (right - left) * 0.3), int(right - (right - left) * 0.3) + 1)
             for edge in (top, bottom):
-                hit = sum(any(px[x, y] == colour for y in range(int(edge) - 3, int(edge) + 4)) for x in columns)
+                hit = sum(
+                    any(px[x, y] == colour for y in range(int(edge) - 3, int(edge) + 4)) for x in columns
+                )
                 assert hit >= 0.6 * len(columns), (role, b, edge)
-            near.setdefault(colour, []).append((int(left) - 45, int(top) - 30, int(right) + 4, int(bottom) + 4))
+            near.setdefault(colour, []).append(
+                (int(left) - 45, int(top) - 30, int(right) + 4, int(bottom) + 4)
+            )
         for colour, rects in near.items():
             found = inside = 0
             for y in range(oy, oy + h):
@@ -120,16 +133,21 @@ def _pixels_check(png: Path, drawn: dict, boxes: list[list[tuple[str, dict]]]) -
 
 
 def _page_boxes(data: Path, path: str, page: int, profile: str) -> list[tuple[str, dict]]:
-    rows = query(lake_of(data), 'SELECT role, bbox FROM chunks WHERE path = ? AND profile = ? AND page = ? '
-                                'AND bbox IS NOT NULL ORDER BY "index"', [path, profile, page]).to_pylist()
+    rows = query(
+        lake_of(data),
+        "SELECT role, bbox FROM chunks WHERE path = ? AND profile = ? AND page = ? "
+        'AND bbox IS NOT NULL ORDER BY "index"',
+        [path, profile, page],
+    ).to_pylist()
     return [(r["role"] or "none", r["bbox"]) for r in rows]
 
 
 @pytest.mark.parametrize("doc, profile", [(PDF, "default"), (SLIDES, "retrieval")], ids=["pdf", "slide"])
 def test_show_draws_a_page_with_boxes_in_their_role_colours(data, tmp_path, doc, profile):
     out = tmp_path / "page.png"
-    drawn = json.loads(run(data, "show", doc.name, "--page", "1", "--profile", profile, "--out", str(out),
-                           "--json").stdout)
+    drawn = json.loads(
+        run(data, "show", doc.name, "--page", "1", "--profile", profile, "--out", str(out), "--json").stdout
+    )
     assert out.read_bytes().startswith(b"\x89PNG") and 2_000 < out.stat().st_size < 400_000
     from PIL import Image
 
@@ -143,8 +161,9 @@ def test_show_draws_a_page_with_boxes_in_their_role_colours(data, tmp_path, doc,
 
 def test_show_compares_two_chunker_versions_and_refuses_formats_without_geometry(data, tmp_path):
     out = tmp_path / "compare.png"
-    drawn = json.loads(run(data, "show", PDF.name, "--compare", "pdf@1", "page@1", "--out", str(out),
-                           "--json").stdout)
+    drawn = json.loads(
+        run(data, "show", PDF.name, "--compare", "pdf@1", "page@1", "--out", str(out), "--json").stdout
+    )
     from PIL import Image
 
     assert Image.open(out).size[0] == 2 * drawn["page_width"] + drawn["origins"][1][0] - drawn["page_width"]

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ingest_pipeline.runtime.progress import DocumentEvent, StageBoard
 from ingest_pipeline.commands.ingest import IngestReport
-from ingest_pipeline.samples import simple_pdf
 from ingest_pipeline.commands.summary import build_tree, summary_text, tree_lines
+from ingest_pipeline.runtime.progress import DocumentEvent, StageBoard
+from ingest_pipeline.samples import simple_pdf
 from ingest_pipeline_tests.conftest import write
 
 CLI = str(Path(sys.executable).parent / "ingest-pipeline")
@@ -26,8 +26,14 @@ STAGES = ("Reading", "Chunking", "Embedding", "Indexing")
 def run_in_pty(args: list[str], timeout: int = 900) -> tuple[int, str]:
     """Run a command with stdin/stdout/stderr on a pseudo-terminal; its whole output."""
     leader, follower = pty.openpty()
-    proc = subprocess.Popen(args, stdin=follower, stdout=follower, stderr=follower, close_fds=True,
-                            env={**os.environ, "COLUMNS": "120", "TERM": "xterm-256color"})
+    proc = subprocess.Popen(
+        args,
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        close_fds=True,
+        env={**os.environ, "COLUMNS": "120", "TERM": "xterm-256color"},
+    )
     os.close(follower)
     chunks = []
     while True:
@@ -47,14 +53,18 @@ def two_runs(tmp_path_factory):
     data = tmp_path_factory.mktemp("progress") / "data"
     src = data / "sources"
     write(src / "garden" / "deep" / "notes.txt", "Oil the greenhouse door hinges every spring.\n")
-    write(src / "garden" / "report.pdf", simple_pdf([["Tomato yield rose this year."], ["Page two of the report."]]))
+    write(
+        src / "garden" / "report.pdf",
+        simple_pdf([["Tomato yield rose this year."], ["Page two of the report."]]),
+    )
     write(src / "broken" / "bad.pdf", b"%PDF-1.4 this is not a PDF body")
     write(src / "top.txt", "First version of the top note.\n")
     first = subprocess.run([CLI, "--data", str(data), "ingest"], capture_output=True, text=True, timeout=900)
     write(src / "top.txt", "Second version of the top note, longer.\n")
     code, second = run_in_pty([CLI, "--data", str(data), "ingest", "--depth", "2"])
-    third = subprocess.run([CLI, "--data", str(data), "ingest", "--json"], capture_output=True, text=True,
-                           timeout=900)
+    third = subprocess.run(
+        [CLI, "--data", str(data), "ingest", "--json"], capture_output=True, text=True, timeout=900
+    )
     return first, code, second, third, data
 
 
@@ -91,7 +101,7 @@ def test_ingest_on_a_terminal_redraws_a_stage_table_and_colours_the_tree(two_run
     plain = ANSI.sub("", output).replace("\r", "")
     header = next(line for line in plain.splitlines() if "Reading" in line and "Indexing" in line)
     assert [header.index(s) for s in STAGES] == sorted(header.index(s) for s in STAGES)
-    final = plain[plain.rindex("documents "):]  # the last drawing of the table
+    final = plain[plain.rindex("documents ") :]  # the last drawing of the table
     table = {line.split()[0]: line.split()[1:] for line in final.splitlines()[:6] if line.split()}
     assert table["documents"] == ["4/4"] * 4
     assert table["changed"] == ["1", "1", "1", "1"]  # top.txt, in every column
@@ -99,7 +109,7 @@ def test_ingest_on_a_terminal_redraws_a_stage_table_and_colours_the_tree(two_run
     assert table["failed"] == ["1", "0", "0", "0"]
 
     after = final.splitlines()
-    tree = after[next(i for i, line in enumerate(after) if line.startswith("broken/ ")):]
+    tree = after[next(i for i, line in enumerate(after) if line.startswith("broken/ ")) :]
     assert [" ".join(line.split()) for line in tree[:6]] == [
         "broken/ 1 failed",
         "└── bad.pdf 1 failed",
@@ -118,9 +128,21 @@ def test_a_rerun_reports_its_own_counts_and_json_mode_draws_no_progress(two_runs
     report = json.loads(third.stdout)
     assert (report["new"], report["changed"], report["unchanged"], report["failed"]) == (0, 0, 3, 1)
     assert report["documents_by_status"]["failed"] == ["broken/bad.pdf"]
-    vectors = json.loads(subprocess.run(
-        [CLI, "--data", str(data), "query", "select count(*) as n from embeddings where profile = 'retrieval'", "--json"],
-        capture_output=True, text=True, timeout=300).stdout)[0]["n"]
+    vectors = json.loads(
+        subprocess.run(
+            [
+                CLI,
+                "--data",
+                str(data),
+                "query",
+                "select count(*) as n from embeddings where profile = 'retrieval'",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        ).stdout
+    )[0]["n"]
     # nothing was embedded again: every vector of the served profile's documents was reused
     assert report["texts_embedded"] == 0 and report["texts_from_cache"] == vectors > 0
     reading = next(s for s in report["stages"] if s["stage"] == "Reading")
@@ -131,19 +153,32 @@ def _report(statuses: dict[str, str]) -> IngestReport:
     report = IngestReport(documents=len(statuses), paths={p: p for p in statuses}, profile="retrieval")
     for path, status in statuses.items():
         if status == "failed":
-            report.failed[path] = [{"stage": "pages", "reason": "bad"}, {"stage": "sources", "reason": "worse"}]
+            report.failed[path] = [
+                {"stage": "pages", "reason": "bad"},
+                {"stage": "sources", "reason": "worse"},
+            ]
         else:
             getattr(report, status).append(path)
     return report
 
 
 def test_a_folder_counts_everything_below_it_and_a_failed_document_only_as_failed():
-    report = _report({"a/b/c/one.pdf": "new", "a/b/two.pdf": "failed", "a/three.md": "unchanged",
-                      "a/b/c/four.txt": "changed", "z.txt": "new"})
+    report = _report(
+        {
+            "a/b/c/one.pdf": "new",
+            "a/b/two.pdf": "failed",
+            "a/three.md": "unchanged",
+            "a/b/c/four.txt": "changed",
+            "z.txt": "new",
+        }
+    )
     root = build_tree((p, report.status_of(p)) for p in report.paths)
     lines = {name.strip("│├└─ "): dict(counts) for name, counts in tree_lines(root)}
-    assert lines == {"a/": {"new": 1, "failed": 1, "cached": 1, "changed": 1},
-                     "b/": {"new": 1, "failed": 1, "changed": 1}, "c/": {"new": 1, "changed": 1}}
+    assert lines == {
+        "a/": {"new": 1, "failed": 1, "cached": 1, "changed": 1},
+        "b/": {"new": 1, "failed": 1, "changed": 1},
+        "c/": {"new": 1, "changed": 1},
+    }
     assert [n.strip("│├└─ ") for n, _ in tree_lines(root, depth=1)] == ["a/", "z.txt"]
     text = summary_text(report).plain
     assert "5 documents:  2 new  1 changed  1 cached  1 failed" in text

@@ -12,13 +12,18 @@ def test_vectors_are_unit_length_and_384_wide(embedder):
 
 
 def test_similar_sentences_are_closer_than_unrelated_ones(embedder):
-    a, b, c = embedder.embed(["A man is eating food.", "A man is eating a piece of bread.",
-                              "The girl is carrying a baby."])
+    a, b, c = embedder.embed(
+        ["A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby."]
+    )
     assert float(a @ b) > 0.6 > float(a @ c)
 
 
 def test_batching_and_length_sorting_do_not_change_vectors(embedder):
-    texts = ["short", "a much longer sentence about irrigation valves and moisture sensors " * 3, "mid length text"]
+    texts = [
+        "short",
+        "a much longer sentence about irrigation valves and moisture sensors " * 3,
+        "mid length text",
+    ]
     together = embedder.embed(texts)
     alone = np.stack([embedder.embed([t])[0] for t in texts])
     assert np.allclose(together, alone, atol=1e-4)
@@ -35,8 +40,12 @@ def test_sessions_side_by_side_give_each_text_its_own_vector(embedder):
 
 
 def test_usage_counts_the_model_calls_their_tokens_and_padding_and_the_sessions_cpu():
-    texts = ["short", "a much longer sentence about irrigation valves and moisture sensors " * 3,
-             "mid length text", "x " * 400]  # the last one is cut to the model's 256 tokens
+    texts = [
+        "short",
+        "a much longer sentence about irrigation valves and moisture sensors " * 3,
+        "mid length text",
+        "x " * 400,
+    ]  # the last one is cut to the model's 256 tokens
     model = MiniLMEmbedder(batch_size=2, threads=1, workers=2)
     assert model.usage()["calls"] == 0
     model.embed(texts)
@@ -68,10 +77,10 @@ def test_the_cache_returns_what_was_put(tmp_path):
 
 
 def test_the_embed_batch_setting_is_the_batch_the_served_model_runs(tmp_path):
+    import os
+
     from ingest_pipeline.resources import resources_for
     from ingest_pipeline.settings import load_settings
-
-    import os
 
     default = resources_for(load_settings(str(tmp_path)))["embedder"]
     # the measured default: a one-thread session per CPU, 4 texts per call
@@ -91,7 +100,7 @@ def test_texts_fed_ahead_that_the_chunk_map_does_not_hold_never_reach_the_model(
     store = Store.at(str(tmp_path / "lake"))
     # the shortest go first, 256 a part: the 40 longest still wait when the hand-over closes
     fed = [f"note {i}: " + "valve " * (i // 50) for i in range(600)]
-    held, stray = fed[:560], fed[560:]
+    held = fed[:560]
     run = "run-feed-test"
     assert EmbeddingPrefetch.feed(store, embedder, "served", fed, run) == 600
     assert EmbeddingPrefetch.feed(store, embedder, "served", fed[:10], run) == 0  # each text once
@@ -142,13 +151,20 @@ def test_the_prefetch_takes_an_earlier_runs_vectors_and_reads_no_shard_of_its_ow
     texts = [f"greenhouse row {i}: " + "valve " * (i // 100) for i in range(600)]
     earlier = texts[::7]  # spread over the three parts the prefetch embeds
     EmbeddingCache(store, embedder.model_id).put(
-        {sha256_text(t): v for t, v in zip(earlier, embedder.embed(earlier))}, shard="earlier-run-0001")
+        {sha256_text(t): v for t, v in zip(earlier, embedder.embed(earlier))}, shard="earlier-run-0001"
+    )
     counting, run = Counting(embedder), "run-skip-test"
     original = store.cached_vectors
     read: list[list[str]] = []
 
     def recording(model, shas, skip=None):
-        read.append([f for f in store.embedding_cache_files(model) if not (skip and f.rsplit("/", 1)[-1].startswith(skip))])
+        read.append(
+            [
+                f
+                for f in store.embedding_cache_files(model)
+                if not (skip and f.rsplit("/", 1)[-1].startswith(skip))
+            ]
+        )
         return original(model, shas, skip=skip)
 
     store.cached_vectors = recording
@@ -157,7 +173,9 @@ def test_the_prefetch_takes_an_earlier_runs_vectors_and_reads_no_shard_of_its_ow
     vectors = EmbeddingPrefetch.take(run, "served")
     assert sorted(counting.texts) == sorted(set(texts) - set(earlier))  # each new text once, no earlier one
     assert set(vectors) == {sha256_text(t) for t in set(texts) - set(earlier)}
-    assert len(read) >= 3 and all(len(files) == 1 and files[0].endswith("earlier-run-0001.parquet") for files in read)
+    assert len(read) >= 3 and all(
+        len(files) == 1 and files[0].endswith("earlier-run-0001.parquet") for files in read
+    )
     own = [f for f in store.embedding_cache_files(embedder.model_id) if f"{run}-ahead-" in f]
     assert len(own) >= 3
     assert set(store.cached_vectors(embedder.model_id, vectors, skip=f"{run}-ahead-")) == set()

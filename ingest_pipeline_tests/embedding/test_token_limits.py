@@ -13,7 +13,9 @@ def test_a_piece_that_fits_is_returned_unchanged(embedder):
 def test_long_text_is_cut_into_parts_that_fit_and_lose_no_word(embedder):
     sentences = [f"Sentence number {i} talks about irrigation valve {i} in zone {i % 7}." for i in range(120)]
     text = " ".join(sentences)
-    piece = ChunkPiece(text=text, bbox=(0.1, 0.1, 0.9, 0.9), header_path=("Ops",), embed_text="Ops\n\n" + text)
+    piece = ChunkPiece(
+        text=text, bbox=(0.1, 0.1, 0.9, 0.9), header_path=("Ops",), embed_text="Ops\n\n" + text
+    )
     parts = split_to_limit(piece, embedder.token_offsets, embedder.max_tokens)
     assert len(parts) > 2
     counts = embedder.count_tokens([p.embed_text for p in parts])
@@ -26,11 +28,18 @@ def test_long_text_is_cut_into_parts_that_fit_and_lose_no_word(embedder):
 
 
 def test_a_long_table_repeats_its_header_row_in_every_part(embedder):
-    rows = [["Item", "Amount", "Supplier"]] + [[f"widget {i}", f"{i}.00", f"supplier number {i}"] for i in range(150)]
+    rows = [["Item", "Amount", "Supplier"]] + [
+        [f"widget {i}", f"{i}.00", f"supplier number {i}"] for i in range(150)
+    ]
     text = "\n".join("\t".join(r) for r in rows)
-    cells = tuple(TableCell(r, c, v, header=(r == 0)) for r, row in enumerate(rows) for c, v in enumerate(row))
-    piece = ChunkPiece(text=text, bbox_reason="no_geometry",
-                       layout=Layout(role="table", table=TableLayout(rows=len(rows), cols=3, cells=cells, header_rows=1)))
+    cells = tuple(
+        TableCell(r, c, v, header=(r == 0)) for r, row in enumerate(rows) for c, v in enumerate(row)
+    )
+    piece = ChunkPiece(
+        text=text,
+        bbox_reason="no_geometry",
+        layout=Layout(role="table", table=TableLayout(rows=len(rows), cols=3, cells=cells, header_rows=1)),
+    )
     parts = split_to_limit(piece, embedder.token_offsets, embedder.max_tokens)
     assert len(parts) > 1
     assert all(p.text.split("\n")[0] == "Item\tAmount\tSupplier" for p in parts)
@@ -43,8 +52,16 @@ def test_a_long_table_repeats_its_header_row_in_every_part(embedder):
 
 
 def _row(chunk_id, tokens, meta=None):
-    return {"chunk_id": chunk_id, "document_id": "d", "page": 1, "bbox": None, "text": "x", "content_type": None,
-            "tokens": tokens, "meta": meta}
+    return {
+        "chunk_id": chunk_id,
+        "document_id": "d",
+        "page": 1,
+        "bbox": None,
+        "text": "x",
+        "content_type": None,
+        "tokens": tokens,
+        "meta": meta,
+    }
 
 
 def test_the_token_check_fails_an_unflagged_chunk_over_the_limit():
@@ -61,10 +78,15 @@ def test_the_token_check_fails_an_unflagged_chunk_over_the_limit():
 def test_the_coverage_check_flags_a_page_whose_words_are_missing():
     from ingest_pipeline.assets.profiles import page_text_check
 
-    pages = [{"document_id": "d", "page": 1, "text": "alpha beta gamma delta"},
-             {"document_id": "d", "page": 2, "text": "one two three"}]
-    full = [{"document_id": "d", "page": 1, "text": "Alpha beta"}, {"document_id": "d", "page": 1, "text": "gamma, delta"},
-            {"document_id": "d", "page": 2, "text": "one two three"}]
+    pages = [
+        {"document_id": "d", "page": 1, "text": "alpha beta gamma delta"},
+        {"document_id": "d", "page": 2, "text": "one two three"},
+    ]
+    full = [
+        {"document_id": "d", "page": 1, "text": "Alpha beta"},
+        {"document_id": "d", "page": 1, "text": "gamma, delta"},
+        {"document_id": "d", "page": 2, "text": "one two three"},
+    ]
     assert page_text_check(pages, full).passed
     partial = full[:1] + full[2:]
     result = page_text_check(pages, partial)
@@ -74,7 +96,10 @@ def test_the_coverage_check_flags_a_page_whose_words_are_missing():
     from ingest_pipeline.stages.chunk_map import page_text_finding
 
     repeated = [{"document_id": "d", "page": 1, "text": "alpha alpha alpha beta"}]
-    assert page_text_finding(repeated, [{"document_id": "d", "page": 1, "text": "beta"}]).rows[0]["covered"] == 0.25
+    assert (
+        page_text_finding(repeated, [{"document_id": "d", "page": 1, "text": "beta"}]).rows[0]["covered"]
+        == 0.25
+    )
 
 
 def test_the_coverage_check_reads_words_as_lowering_them_one_by_one_would():
@@ -86,7 +111,15 @@ def test_the_coverage_check_reads_words_as_lowering_them_one_by_one_would():
 
     from ingest_pipeline.stages.chunk_map import _WORD, _words
 
-    samples = ["ΟΔΟΣ'Α and ΟΔΟΣ", "ΣΑΣ.Σ", "İstanbul İİ", "Straße STRASSE", "Ǆemal ǅ", "naïve CAFÉ", "Plain Words"]
+    samples = [
+        "ΟΔΟΣ'Α and ΟΔΟΣ",
+        "ΣΑΣ.Σ",
+        "İstanbul İİ",
+        "Straße STRASSE",
+        "Ǆemal ǅ",
+        "naïve CAFÉ",
+        "Plain Words",
+    ]
     for text in samples:
         assert _words(text) == [w.lower() for w in _WORD.findall(text)], text
     # what the whole-text shortcut rests on: a character that lowers to one character
@@ -102,7 +135,9 @@ def test_the_coverage_check_reads_words_as_lowering_them_one_by_one_would():
 
 # ---------------------------------------------------------------- long tables from every table chunker
 
-ROWS = [("Item", "Amount", "Supplier")] + [(f"widget {i}", f"{i}.00", f"supplier number {i}") for i in range(90)]
+ROWS = [("Item", "Amount", "Supplier")] + [
+    (f"widget {i}", f"{i}.00", f"supplier number {i}") for i in range(90)
+]
 
 
 def _pages(content: bytes, media_type: str):
@@ -195,12 +230,15 @@ def _rows_of(text: str) -> list[tuple[str, ...]]:
     return out
 
 
-@pytest.mark.parametrize("build", [pptx_table, markdown_table, docx_table, xlsx_table, csv_table, pdf_table],
-                         ids=["pptx@1", "markdown@1", "docx@1", "xlsx@1", "delimited@1", "pdf@3"])
+@pytest.mark.parametrize(
+    "build",
+    [pptx_table, markdown_table, docx_table, xlsx_table, csv_table, pdf_table],
+    ids=["pptx@1", "markdown@1", "docx@1", "xlsx@1", "delimited@1", "pdf@3"],
+)
 def test_a_long_table_split_at_the_token_limit_keeps_headers_cells_ids_and_offsets(build, embedder):
     from ingest_pipeline.chunkers.grid import _grid_problem
-    from ingest_pipeline.stages.merge import Claim, merge_claims
     from ingest_pipeline.embedding.token_limits import relink
+    from ingest_pipeline.stages.merge import Claim, merge_claims
 
     content, media_type, chunker = build()
     pages = _pages(content, media_type)
@@ -218,7 +256,7 @@ def test_a_long_table_split_at_the_token_limit_keeps_headers_cells_ids_and_offse
     for part in parts:
         rows = _rows_of(part.text)
         if rows:
-            assert rows[0] == ROWS[0], (part.text[:200])
+            assert rows[0] == ROWS[0], part.text[:200]
             body.extend(rows[1:])
     assert body == ROWS[1:]  # every row once, in order
 
@@ -238,8 +276,12 @@ def test_a_long_table_split_at_the_token_limit_keeps_headers_cells_ids_and_offse
 
     # ids, labels, neighbours and offsets in the chunk map the model sees
     claim = Claim(f"{chunker.id}@{chunker.version}", "h", answer)
-    mapped = merge_claims("doc", pages, [claim],
-                          expand=lambda ps: [split_to_limit(p, embedder.token_offsets, embedder.max_tokens) for p in ps])
+    mapped = merge_claims(
+        "doc",
+        pages,
+        [claim],
+        expand=lambda ps: [split_to_limit(p, embedder.token_offsets, embedder.max_tokens) for p in ps],
+    )
     assert len({c.chunk_id for c in mapped.chunks}) == len(mapped.chunks)
     assert len({c.label for c in mapped.chunks}) == len(mapped.chunks)
     final = relink([c.piece for c in mapped.chunks])
@@ -249,9 +291,11 @@ def test_a_long_table_split_at_the_token_limit_keeps_headers_cells_ids_and_offse
         assert ids == [f"chk_{n:06d}" for n in range(1, len(final) + 1)]
         for k, p in enumerate(final):
             assert p.meta["chunk_index"] == k + 1
-            assert p.meta["neighbors"] == {"previous_chunk_id": ids[k - 1] if k else None,
-                                           "next_chunk_id": ids[k + 1] if k + 1 < len(ids) else None}
-            own = source[p.meta["start_char"]:p.meta["end_char"]]
+            assert p.meta["neighbors"] == {
+                "previous_chunk_id": ids[k - 1] if k else None,
+                "next_chunk_id": ids[k + 1] if k + 1 < len(ids) else None,
+            }
+            own = source[p.meta["start_char"] : p.meta["end_char"]]
             if "repeated_header_chars" in p.meta:
                 a, b = p.meta["repeated_header_chars"]
                 assert p.text == source[a:b] + "\n" + own
@@ -259,7 +303,7 @@ def test_a_long_table_split_at_the_token_limit_keeps_headers_cells_ids_and_offse
                 assert p.text == own
             assert p.meta["chars"] == len(p.text)
             first, last = p.meta["start_line"], p.meta["end_line"]
-            assert source.split("\n")[first - 1:last] == own.split("\n")
+            assert source.split("\n")[first - 1 : last] == own.split("\n")
         assert len({(p.meta["start_char"], p.meta["end_char"]) for p in final}) == len(final)
 
 
@@ -283,10 +327,14 @@ def test_counting_and_splitting_see_one_window_at_a_time(embedder):
     assert over_limit(offsets, text, 256) and sum(seen) < 20000  # stops after the first window
     seen.clear()
     assert bounded_counts(offsets, ["short one", text[:200000]], embedder.count_tokens) == [
-        embedder.count_tokens(["short one"])[0], whole + 2]
+        embedder.count_tokens(["short one"])[0],
+        whole + 2,
+    ]
     seen.clear()
     middle = text[:20000]  # over the first window, under MAX_WINDOW: the counter counts it
-    assert bounded_counts(offsets, [middle], embedder.count_tokens) == [len(embedder.token_offsets(middle)) + 2]
+    assert bounded_counts(offsets, [middle], embedder.count_tokens) == [
+        len(embedder.token_offsets(middle)) + 2
+    ]
     assert not seen
     piece = ChunkPiece(text=text[:300000], bbox_reason="no_geometry")
     parts = split_to_limit(piece, offsets, embedder.max_tokens)
@@ -300,7 +348,9 @@ def test_the_chunk_map_grid_check_fails_a_table_part_whose_rows_do_not_match_its
 
     cells = tuple(TableCell(r, c, f"v{r}{c}") for r in range(3) for c in range(2))
     good = Layout(role="table", table=TableLayout(rows=3, cols=2, cells=cells, header_rows=1))
-    stale = Layout(role="table", table=TableLayout(rows=9, cols=2, cells=cells, header_rows=1))  # a whole-table count
+    stale = Layout(
+        role="table", table=TableLayout(rows=9, cols=2, cells=cells, header_rows=1)
+    )  # a whole-table count
     text = "v00\tv01\nv10\tv11\nv20\tv21"
 
     def verdict(layout):
@@ -315,8 +365,15 @@ def test_the_chunk_map_grid_check_fails_a_table_part_whose_rows_do_not_match_its
     from ingest_pipeline.stages.chunk_map import Merged, _summary
 
     def summarized(layout):
-        chunks = pa.table({"label": ["page:1/chunk:0"], "chunker": ["pdf@3"], "text": [text],
-                           "layout": [layout.to_json()], "meta": pa.array([None], pa.string())})
+        chunks = pa.table(
+            {
+                "label": ["page:1/chunk:0"],
+                "chunker": ["pdf@3"],
+                "text": [text],
+                "layout": [layout.to_json()],
+                "meta": pa.array([None], pa.string()),
+            }
+        )
         return _summary(Merged(chunks, {}, []), chunks)["table_grid_problems"]
 
     assert summarized(good) == [] and [p["label"] for p in summarized(stale)] == ["page:1/chunk:0"]

@@ -28,8 +28,11 @@ def tricky_characters():
 
 def test_word_sums_equal_the_tokenizers_count_of_the_whole_text_for_every_tricky_character():
     tokenizer = model_tokenizer()
-    texts = [form.format(c=c) for c in tricky_characters()
-             for form in ("ab{c}cd e{c} {c}", "{c}x [SEP]y{c}", "Caf{c}é naïve {c}{c}")]
+    texts = [
+        form.format(c=c)
+        for c in tricky_characters()
+        for form in ("ab{c}cd e{c} {c}", "{c}x [SEP]y{c}", "Caf{c}é naïve {c}{c}")
+    ]
     assert len(texts) > 10_000
     counter = WordCounter(tokenizer)
     assert counter.counts(texts) == whole(tokenizer, texts)

@@ -31,7 +31,9 @@ from ingest_pipeline.settings import load_settings
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 CHART_SCHEMA = DEPLOY / "helm" / "dagster-chart.values.schema.json"
-K8S_SCHEMAS = "https://raw.githubusercontent.com/yannh/kubernetes-json-schema/master/v1.19.0/_definitions.json"
+K8S_SCHEMAS = (
+    "https://raw.githubusercontent.com/yannh/kubernetes-json-schema/master/v1.19.0/_definitions.json"
+)
 
 
 class _Whole(dict):
@@ -55,8 +57,9 @@ def _required_where_no_default_fills_it(validator, required, instance, schema):
         yield from _REQUIRED(validator, required, instance, schema)
 
 
-_ChartValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator,
-                                               {"required": _required_where_no_default_fills_it})
+_ChartValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, {"required": _required_where_no_default_fills_it}
+)
 
 
 def _remote_refs(node) -> set[str]:
@@ -134,22 +137,33 @@ def test_helm_values_fit_the_chart_schema():
 def test_a_broken_values_file_fails_the_chart_schema(tmp_path):
     broken = tmp_path / "values.yaml"
     text = (DEPLOY / "helm" / "values.yaml").read_text()
-    broken.write_text(text.replace("type: K8sRunLauncher", "type: K8sLauncher")
-                      .replace("maxConcurrentRuns: 8", "maxConcurrentRuns: eight"))
+    broken.write_text(
+        text.replace("type: K8sRunLauncher", "type: K8sLauncher").replace(
+            "maxConcurrentRuns: 8", "maxConcurrentRuns: eight"
+        )
+    )
     errors = chart_errors(_values(broken))
     assert any(e.startswith("runLauncher.type:") for e in errors), errors
-    assert any(e.startswith("dagsterDaemon.runCoordinator.config.queuedRunCoordinator.maxConcurrentRuns:")
-               for e in errors), errors
+    assert any(
+        e.startswith("dagsterDaemon.runCoordinator.config.queuedRunCoordinator.maxConcurrentRuns:")
+        for e in errors
+    ), errors
 
 
-@pytest.mark.parametrize("path, value, where", [
-    (("runLauncher", "config", "k8sRunLauncher", "resource"), {}, "runLauncher.config.k8sRunLauncher"),
-    (("dagsterDaemon", "runMonitor"), {"enabled": True}, "dagsterDaemon"),  # a closed object
-    (("dagsterWebserver", "replicaCount"), "two", "dagsterWebserver.replicaCount"),
-    (("telemetry", "enabled"), "no", "telemetry.enabled"),
-    (("dagster-user-deployments", "deployments", 0, "image", "pullPolicy"), "Sometimes",
-     "dagster-user-deployments.deployments.0.image.pullPolicy"),
-])
+@pytest.mark.parametrize(
+    "path, value, where",
+    [
+        (("runLauncher", "config", "k8sRunLauncher", "resource"), {}, "runLauncher.config.k8sRunLauncher"),
+        (("dagsterDaemon", "runMonitor"), {"enabled": True}, "dagsterDaemon"),  # a closed object
+        (("dagsterWebserver", "replicaCount"), "two", "dagsterWebserver.replicaCount"),
+        (("telemetry", "enabled"), "no", "telemetry.enabled"),
+        (
+            ("dagster-user-deployments", "deployments", 0, "image", "pullPolicy"),
+            "Sometimes",
+            "dagster-user-deployments.deployments.0.image.pullPolicy",
+        ),
+    ],
+)
 def test_each_kind_of_mistake_is_refused(path, value, where):
     values = copy.deepcopy(_values())
     node = values
@@ -191,11 +205,20 @@ def test_the_instance_config_the_chart_builds_is_valid_for_dagster():
 
     queue = _values()["dagsterDaemon"]["runCoordinator"]["config"]["queuedRunCoordinator"]
     config = {
-        "run_coordinator": {"module": "dagster.core.run_coordinator", "class": "QueuedRunCoordinator", "config": {
-            "max_concurrent_runs": queue["maxConcurrentRuns"],
-            "tag_concurrency_limits": queue["tagConcurrencyLimits"]}},
-        "run_monitoring": {"enabled": True, "start_timeout_seconds": 300, "poll_interval_seconds": 30,
-                           "free_slots_after_run_end_seconds": 60},
+        "run_coordinator": {
+            "module": "dagster.core.run_coordinator",
+            "class": "QueuedRunCoordinator",
+            "config": {
+                "max_concurrent_runs": queue["maxConcurrentRuns"],
+                "tag_concurrency_limits": queue["tagConcurrencyLimits"],
+            },
+        },
+        "run_monitoring": {
+            "enabled": True,
+            "start_timeout_seconds": 300,
+            "poll_interval_seconds": 30,
+            "free_slots_after_run_end_seconds": 60,
+        },
         **_values()["additionalInstanceConfig"],
     }
     assert process_config(dagster_instance_config_schema(), config).success
@@ -214,7 +237,9 @@ def test_runs_ask_kubernetes_for_resources_by_kind_of_work(tmp_path):
         return float(value[:-2]) / (1024 if value.endswith("Mi") else 1)
 
     default_pod = _values()["runLauncher"]["config"]["k8sRunLauncher"]["runK8sConfig"]["containerConfig"]
-    assert memory_gib(ingest.tags) > memory_gib({K8S_CONFIG_TAG: json.dumps({"container_config": default_pod})})
+    assert memory_gib(ingest.tags) > memory_gib(
+        {K8S_CONFIG_TAG: json.dumps({"container_config": default_pod})}
+    )
     assert memory_gib(ingest.tags) > memory_gib(catalog.tags)
     assert set(RUN_RESOURCES) == {"ingest", "catalog"}
 

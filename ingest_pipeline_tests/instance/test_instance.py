@@ -11,9 +11,14 @@ import pytest
 from dagster import DagsterEventType, DagsterInstance
 from dagster._core.storage.event_log import SqliteEventLogStorage
 
-from ingest_pipeline.instance.home import DAGSTER_YAML, KeptOpenSqliteEventLogStorage, instance_for, runs_directory
-from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.commands.ingest import ingest
+from ingest_pipeline.instance.home import (
+    DAGSTER_YAML,
+    KeptOpenSqliteEventLogStorage,
+    instance_for,
+    runs_directory,
+)
+from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
 
@@ -21,9 +26,11 @@ from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
 def _stock_instance(home):
     """The same home read through Dagster's stock SQLite event log (what a user's own
     ``dagster`` without this package's class would use)."""
-    stock = DAGSTER_YAML.replace("module: ingest_pipeline.instance.home\n  class: KeptOpenSqliteEventLogStorage",
-                                 f"module: dagster._core.storage.event_log\n  class: SqliteEventLogStorage\n"
-                                 f"  config:\n    base_dir: {runs_directory(str(home))}")
+    stock = DAGSTER_YAML.replace(
+        "module: ingest_pipeline.instance.home\n  class: KeptOpenSqliteEventLogStorage",
+        f"module: dagster._core.storage.event_log\n  class: SqliteEventLogStorage\n"
+        f"  config:\n    base_dir: {runs_directory(str(home))}",
+    )
     other = home.parent / "stock_home"
     other.mkdir()
     (other / "dagster.yaml").write_text(stock)
@@ -48,7 +55,11 @@ def test_a_run_written_through_kept_open_connections_reads_the_same_through_dags
     theirs = [r.dagster_event.event_type for r in stock.all_logs(run_id) if r.dagster_event]
     assert ours == theirs and DagsterEventType.ASSET_MATERIALIZATION in theirs
     materialized = stock.get_materialized_partitions(
-        next(r.dagster_event.asset_key for r in stock.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)))
+        next(
+            r.dagster_event.asset_key
+            for r in stock.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+        )
+    )
     assert materialized == set(instance.get_dynamic_partitions(DOCUMENTS))
 
 
@@ -96,25 +107,37 @@ def _asset_story(instance, run_id):
     """What the UI reads of a run's assets: per asset, its materialized partitions, each
     partition's latest status line, and the asset record's last run and last partition."""
     story = {}
-    keys = {r.dagster_event.asset_key for r in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)}
+    keys = {
+        r.dagster_event.asset_key
+        for r in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+    }
     for key in keys:
         partitions = instance.get_materialized_partitions(key)
         record = instance.get_asset_records([key])[0].asset_entry
         last = record.last_materialization_record.event_log_entry
         story[key.to_user_string()] = (
-            sorted(partitions), record.last_run_id == run_id, last.dagster_event.partition,
-            sorted(str(e.dagster_event.step_materialization_data.materialization.metadata["status"].value)
-                   for e in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
-                   if e.dagster_event.asset_key == key))
+            sorted(partitions),
+            record.last_run_id == run_id,
+            last.dagster_event.partition,
+            sorted(
+                str(e.dagster_event.step_materialization_data.materialization.metadata["status"].value)
+                for e in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+                if e.dagster_event.asset_key == key
+            ),
+        )
     return story
 
 
 def test_a_steps_partitioned_materializations_are_stored_as_one_batch_that_reads_as_event_by_event(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     stored = []
     original = KeptOpenSqliteEventLogStorage.store_event_batch
-    monkeypatch.setattr(KeptOpenSqliteEventLogStorage, "store_event_batch",
-                        lambda self, events: (stored.append(len(events)), original(self, events))[1])
+    monkeypatch.setattr(
+        KeptOpenSqliteEventLogStorage,
+        "store_event_batch",
+        lambda self, events: (stored.append(len(events)), original(self, events))[1],
+    )
     stories, kinds = [], []
     for batched in (True, False):
         data = tmp_path / ("batched" if batched else "one_by_one") / "data"
@@ -131,7 +154,9 @@ def test_a_steps_partitioned_materializations_are_stored_as_one_batch_that_reads
         else:
             assert len(stored) == written  # nothing more went through a batch
         run_id = report.run_ids[0]
-        kinds.append(sorted(str(r.dagster_event.event_type) for r in instance.all_logs(run_id) if r.dagster_event))
+        kinds.append(
+            sorted(str(r.dagster_event.event_type) for r in instance.all_logs(run_id) if r.dagster_event)
+        )
         stories.append(_asset_story(instance, run_id))
         stock = _stock_instance(data / "dagster_home")  # and Dagster's own storage reads the same
         assert _asset_story(stock, run_id) == stories[-1]
@@ -139,7 +164,9 @@ def test_a_steps_partitioned_materializations_are_stored_as_one_batch_that_reads
     assert stories[0] == stories[1] and all(s[1] and s[2] for s in stories[0].values())
 
 
-def test_a_new_runs_database_is_a_copy_of_one_dagster_initialised_and_reads_as_dagsters_own(data_dir, tmp_path):
+def test_a_new_runs_database_is_a_copy_of_one_dagster_initialised_and_reads_as_dagsters_own(
+    data_dir, tmp_path
+):
     """Run databases are copied from an empty one Dagster initialised (tables, WAL, alembic
     stamp) instead of being stamped through alembic each time: the copy has Dagster's head
     revision and exactly the schema Dagster makes, and the stock storage reads its events."""
@@ -185,7 +212,9 @@ def test_a_new_runs_database_is_a_copy_of_one_dagster_initialised_and_reads_as_d
     assert ours == theirs and DagsterEventType.ASSET_MATERIALIZATION in theirs
 
 
-def test_asset_records_are_updated_in_place_without_a_refused_insert_and_match_dagsters_own(data_dir, tmp_path):
+def test_asset_records_are_updated_in_place_without_a_refused_insert_and_match_dagsters_own(
+    data_dir, tmp_path
+):
     """The events of two runs, stored again through this storage and through Dagster's stock
     one: the ``asset_keys`` rows come out identical, and this storage never has SQLite refuse
     an insert (Dagster's own inserts first and updates after the refusal, for every event
@@ -210,7 +239,9 @@ def test_asset_records_are_updated_in_place_without_a_refused_insert_and_match_d
             context = real()
             conn = context.__enter__()
             listen = sqlalchemy.event.listen
-            listen(conn.engine, "handle_error", lambda ctx: refused.append(type(ctx.original_exception).__name__))
+            listen(
+                conn.engine, "handle_error", lambda ctx: refused.append(type(ctx.original_exception).__name__)
+            )
             return _Entered(context, conn)
 
         storage.index_connection = watched
@@ -242,7 +273,8 @@ class _Entered:
 
 
 def test_a_new_homes_databases_are_copies_dagster_finds_at_its_head_and_each_home_keeps_its_own_identity(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """A new storage root's run, schedule and event-index databases are copied from a home
     Dagster initialised once per process, not created through alembic each time: the copies
     hold exactly what Dagster's own creation makes, and no home shares another's identity."""
@@ -259,8 +291,11 @@ def test_a_new_homes_databases_are_copies_dagster_finds_at_its_head_and_each_hom
     stamped = []
     for module in (sqlite_run_storage, sqlite_schedule_storage, sqlite_event_log):
         real = module.stamp_alembic_rev
-        monkeypatch.setattr(module, "stamp_alembic_rev",
-                            lambda *a, _real=real, **kw: (stamped.append(a[0].config_file_name), _real(*a, **kw))[1])
+        monkeypatch.setattr(
+            module,
+            "stamp_alembic_rev",
+            lambda *a, _real=real, **kw: (stamped.append(a[0].config_file_name), _real(*a, **kw))[1],
+        )
     seeded = instance_for(str(tmp_path / "seeded"))
     with seeded.event_log_storage.index_connection():
         pass
@@ -275,13 +310,19 @@ def test_a_new_homes_databases_are_copies_dagster_finds_at_its_head_and_each_hom
         with sqlite3.connect(os.path.join(home, *parts)) as conn:
             tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
             found = {
-                "schema": conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name").fetchall(),
+                "schema": conn.execute(
+                    "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
+                ).fetchall(),
                 "journal": conn.execute("PRAGMA journal_mode").fetchone()[0],
                 "revision": conn.execute("SELECT * FROM alembic_version").fetchall(),
                 "marked": sorted(r[0] for r in conn.execute("SELECT name FROM secondary_indexes"))
-                if "secondary_indexes" in tables else None,
-                "rows": {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
-                         for t in tables if t not in ("alembic_version", "secondary_indexes")},
+                if "secondary_indexes" in tables
+                else None,
+                "rows": {
+                    t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+                    for t in tables
+                    if t not in ("alembic_version", "secondary_indexes")
+                },
             }
         conn.close()
         return found

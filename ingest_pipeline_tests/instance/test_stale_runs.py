@@ -6,7 +6,13 @@ import sys
 
 from dagster import DagsterRun, DagsterRunStatus
 
-from ingest_pipeline.instance.stale_runs import HOST_TAG, PID_TAG, fail_stale_runs, process_alive, process_tags
+from ingest_pipeline.instance.stale_runs import (
+    HOST_TAG,
+    PID_TAG,
+    fail_stale_runs,
+    process_alive,
+    process_tags,
+)
 from ingest_pipeline_tests.dagster_helpers import temporary_instance
 
 

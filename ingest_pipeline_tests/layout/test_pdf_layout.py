@@ -10,10 +10,10 @@ from ingest_pipeline.chunkers.pdf.page_layer import (
     PdfTablesChunker,
 )
 from ingest_pipeline.contract import PageOutput, validate_bbox
-from ingest_pipeline.stages.merge import Claim, merge_claims
 from ingest_pipeline.registry import ChunkerRegistry
-from ingest_pipeline_tests.pdf_writer import PdfWriter
+from ingest_pipeline.stages.merge import Claim, merge_claims
 from ingest_pipeline_tests.chunkers.pdf.test_pdf_lines import text_pages
+from ingest_pipeline_tests.pdf_writer import PdfWriter
 
 PDF = mt.PDF
 
@@ -36,7 +36,12 @@ def test_two_paragraphs_two_chunks_union_box():  # T-L1
     ]
     (lines,) = PdfLinesChunker().chunk(content, PDF, pages)
     first, second = lines.pieces[0].bbox, lines.pieces[1].bbox
-    union = (min(first[0], second[0]), min(first[1], second[1]), max(first[2], second[2]), max(first[3], second[3]))
+    union = (
+        min(first[0], second[0]),
+        min(first[1], second[1]),
+        max(first[2], second[2]),
+        max(first[3], second[3]),
+    )
     assert answer.pieces[0].bbox == union
     assert answer.pieces[0].layout.role == "paragraph"
 
@@ -61,7 +66,8 @@ def test_columns_headers_and_hyphens():
         body = [t for t, role in got if role == "paragraph"]
         assert not any("left" in t and "right" in t for t in body)
         assert body[0] == (
-            "left paragraph line 0 left paragraph line 1 hyphenated words left paragraph line 4 continued body"
+            "left paragraph line 0 left paragraph line 1 "
+            "hyphenated words left paragraph line 4 continued body"
         )
         assert body[1].startswith("right paragraph line 0") and body[1].endswith("line 4")
 
@@ -214,7 +220,11 @@ def test_table_in_the_right_column_is_read_in_that_column():
     (answer,) = PdfTablesChunker().chunk(content, PDF, text_pages(content))
     got = [(p.layout.role, p.text.split()[0]) for p in answer.pieces]
     assert got[0] == ("paragraph", "left")
-    assert [g for g in got if g[1] != "left"] == [("paragraph", "Right"), ("table", "Name"), ("paragraph", "Right")]
+    assert [g for g in got if g[1] != "left"] == [
+        ("paragraph", "Right"),
+        ("table", "Name"),
+        ("paragraph", "Right"),
+    ]
     assert got.index(("table", "Name")) > max(i for i, g in enumerate(got) if g[1] == "left")
 
 

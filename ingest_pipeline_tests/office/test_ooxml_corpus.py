@@ -27,7 +27,11 @@ from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
 pytestmark = requires_corpus
 
 KINDS = ("pptx", "docx", "xlsx", "csv")
-FILES = sorted(p for kind in KINDS for p in (CORPUS / "files" / kind).glob("*") if p.is_file()) if CORPUS.exists() else []
+FILES = (
+    sorted(p for kind in KINDS for p in (CORPUS / "files" / kind).glob("*") if p.is_file())
+    if CORPUS.exists()
+    else []
+)
 GROUNDTRUTH = CORPUS / "groundtruth"
 # Files that must end as a per-document error, and the words the reason must hold.
 HOSTILE = {
@@ -35,8 +39,12 @@ HOSTILE = {
     "calamine__pass_protected.xlsx": "encrypted OOXML (OLE2 container)",
 }
 CHUNKERS = {
-    mt.PPTX: PptxChunker, mt.DOCX: DocxChunker, mt.XLSX: XlsxChunker, mt.XLSM: XlsxChunker,
-    mt.CSV: DelimitedChunker, mt.TSV: DelimitedChunker,
+    mt.PPTX: PptxChunker,
+    mt.DOCX: DocxChunker,
+    mt.XLSX: XlsxChunker,
+    mt.XLSM: XlsxChunker,
+    mt.CSV: DelimitedChunker,
+    mt.TSV: DelimitedChunker,
 }
 MIN_WORD_COVERAGE = 0.95
 
@@ -106,7 +114,10 @@ def test_chunker_checks_pass_on_the_corpus(path: Path):
     content = path.read_bytes()
     media_type = mt.detect(content, path.name)
     pages = read_pages(content, media_type)
-    for chunker_class in {CHUNKERS[media_type], PptxTableChunker if media_type == mt.PPTX else CHUNKERS[media_type]}:
+    for chunker_class in {
+        CHUNKERS[media_type],
+        PptxTableChunker if media_type == mt.PPTX else CHUNKERS[media_type],
+    }:
         chunker = chunker_class()
         answer = chunker.chunk(content, media_type, pages)
         outcomes = {o.name: o for o in chunker.check(content, media_type, pages, answer)}
@@ -217,7 +228,9 @@ def test_sheet_declaring_the_whole_grid_stays_small_and_quick():
         "rss = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM'))\n"
         "print(elapsed, rss, len(answer), sum(len(pc.pieces) for pc in answer))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     elapsed, rss_kib, pages, pieces = result.stdout.split()
     assert float(elapsed) < 20
@@ -256,9 +269,15 @@ def test_pptx_boxes_agree_with_python_pptx_where_it_can_place_a_shape(path: Path
                 continue
             if None in (left, top, w, h) or w <= 0 or h <= 0:
                 continue
-            expected = (max(0, left / width), max(0, top / height), min(1, (left + w) / width), min(1, (top + h) / height))
-            assert any(all(abs(a - e) < 1e-6 for a, e in zip(box, expected)) for box in boxes_by_name[shape.name]), (
-                shape.name, expected, boxes_by_name[shape.name])
+            expected = (
+                max(0, left / width),
+                max(0, top / height),
+                min(1, (left + w) / width),
+                min(1, (top + h) / height),
+            )
+            assert any(
+                all(abs(a - e) < 1e-6 for a, e in zip(box, expected)) for box in boxes_by_name[shape.name]
+            ), (shape.name, expected, boxes_by_name[shape.name])
             compared += 1
     if path.name not in ("docling__docling_arch.pptx", "python-pptx__prs-notes.pptx"):
         assert compared > 0  # (the first has text only inside groups, the second only notes)

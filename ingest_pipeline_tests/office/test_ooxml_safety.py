@@ -15,7 +15,13 @@ from ingest_pipeline.chunkers.pptx import PptxChunker
 from ingest_pipeline.chunkers.xlsx import XlsxChunker
 from ingest_pipeline.office.safety import PackageError, PackageLimits, open_package, safe_parser
 from ingest_pipeline.readers import read_pages
-from ingest_pipeline_tests.office_fixtures import replace_in_part, rewrite_zip, save_docx, save_pptx, save_xlsx
+from ingest_pipeline_tests.office_fixtures import (
+    replace_in_part,
+    rewrite_zip,
+    save_docx,
+    save_pptx,
+    save_xlsx,
+)
 
 MiB = 1024 * 1024
 OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -89,12 +95,12 @@ def test_lying_sizes_end_as_a_clean_error(samples):
     index = 0
     while True:
         index = data.find(b"PK\x01\x02", index)
-        name_len = int.from_bytes(data[index + 28:index + 30], "little")
-        if data[index + 46:index + 46 + name_len] == b"xl/media/zeros.bin":
+        name_len = int.from_bytes(data[index + 28 : index + 30], "little")
+        if data[index + 46 : index + 46 + name_len] == b"xl/media/zeros.bin":
             break
         index += 4
     assert info.file_size == 2 * MiB
-    data[index + 24:index + 28] = (1024).to_bytes(4, "little")
+    data[index + 24 : index + 28] = (1024).to_bytes(4, "little")
     package = open_package(bytes(data))
     with pytest.raises(PackageError, match="corrupt package"):
         package.verify()
@@ -102,7 +108,9 @@ def test_lying_sizes_end_as_a_clean_error(samples):
 
 BILLION_LAUGHS = (
     '<?xml version="1.0"?>\n<!DOCTYPE lolz [\n <!ENTITY lol "lol">\n'
-    + "".join(f' <!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">\n' for i in range(1, 10))
+    + "".join(
+        f' <!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">\n' for i in range(1, 10)
+    )
     + "]>\n"
 )
 
@@ -131,7 +139,7 @@ def test_billion_laughs_part_is_refused(samples, media_type, part, anchor):
         if name != part:
             return name, data
         text = data.decode("utf-8")
-        text = text[text.index(anchor):]
+        text = text[text.index(anchor) :]
         return name, (BILLION_LAUGHS + text.replace(anchor, anchor, 1)).encode("utf-8")
 
     content = rewrite_zip(samples[media_type], edit)
@@ -140,10 +148,17 @@ def test_billion_laughs_part_is_refused(samples, media_type, part, anchor):
 
 def test_billion_laughs_in_shared_strings_is_refused(samples):
     # openpyxl writes inline strings: add a shared string table that declares entities.
-    rel = ('<Relationship Id="rId99" Target="sharedStrings.xml" '
-           'Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/sharedStrings"/>')
-    content = replace_in_part(samples[mt.XLSX], "xl/_rels/workbook.xml.rels", "</Relationships>", rel + "</Relationships>")
-    sst = BILLION_LAUGHS + '<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><si><t>&lol9;</t></si></sst>'
+    rel = (
+        '<Relationship Id="rId99" Target="sharedStrings.xml" '
+        'Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/sharedStrings"/>'
+    )
+    content = replace_in_part(
+        samples[mt.XLSX], "xl/_rels/workbook.xml.rels", "</Relationships>", rel + "</Relationships>"
+    )
+    sst = (
+        BILLION_LAUGHS
+        + '<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><si><t>&lol9;</t></si></sst>'
+    )
     out = io.BytesIO(content)
     with zipfile.ZipFile(out, "a") as zf:
         zf.writestr("xl/sharedStrings.xml", sst)
@@ -163,7 +178,10 @@ def test_encrypted_and_legacy_ole2_files_get_a_clear_reason():
 
 def test_bad_crc_truncated_and_non_zip_files_get_a_clear_reason(samples):
     out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(samples[mt.XLSX])) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+    with (
+        zipfile.ZipFile(io.BytesIO(samples[mt.XLSX])) as src,
+        zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst,
+    ):
         for info in src.infolist():
             dst.writestr(info.filename, src.read(info))
     data = bytearray(out.getvalue())

@@ -15,9 +15,21 @@ def run_corpus_test(tmp_path: Path, ci: str | None) -> subprocess.CompletedProce
     if ci is not None:
         env["CI"] = ci
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "ingest_pipeline_tests/chunkers/pdf/test_pdf_lines.py::test_encrypted_pdf_is_read_with_the_password_its_content_carries"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "ingest_pipeline_tests/chunkers/pdf/test_pdf_lines.py::test_encrypted_pdf_is_read_with_the_password_its_content_carries",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_a_missing_corpus_fails_in_ci_and_skips_elsewhere(tmp_path):

@@ -84,4 +84,6 @@ def test_page_chunker_one_chunk_per_readable_non_blank_page():  # T-N3
     )
     answer = PageChunker().chunk(b"", "text/plain", pages)
     assert [(a.page, a.pieces[0].text, a.pieces[0].bbox_reason) for a in answer] == [
-        (1, "alpha beta", "no_geometry"), (4, "gamma", "no_geometry")]
+        (1, "alpha beta", "no_geometry"),
+        (4, "gamma", "no_geometry"),
+    ]

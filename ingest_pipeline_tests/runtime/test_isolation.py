@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.runtime.isolation import ParseLimitExceeded, ParseWorker, kept_worker
+from ingest_pipeline.storage.catalog import query
 from ingest_pipeline_tests.chunker_doubles import install_distribution
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, register, run_batch, temporary_instance
@@ -67,19 +67,29 @@ def test_the_worker_refuses_memory_over_its_limit():
 
 
 def test_a_hanging_or_greedy_chunker_costs_only_its_document(data_dir, sample_sources, tmp_path, monkeypatch):
-    site = install_distribution(tmp_path / "site", "acme_hostile", HOSTILE_SOURCE, {"hostile": "acme_hostile:Hostile"})
+    site = install_distribution(
+        tmp_path / "site", "acme_hostile", HOSTILE_SOURCE, {"hostile": "acme_hostile:Hostile"}
+    )
     monkeypatch.syspath_prepend(str(site))
     write(data_dir / "ingest_pipeline.toml", "[limits]\nparse_timeout = 15\nparse_memory_mib = 1536\n")
     pipeline = fresh_pipeline(data_dir)
     instance = temporary_instance(data_dir)
     result = run_batch(pipeline, instance, register(pipeline, instance))
     assert result.success
-    errors = {r["path"]: r["reason"] for r in query(
-        pipeline.lake, "select path, reason from errors where stage = 'chunks/hostile@1'").to_pylist()}
+    errors = {
+        r["path"]: r["reason"]
+        for r in query(
+            pipeline.lake, "select path, reason from errors where stage = 'chunks/hostile@1'"
+        ).to_pylist()
+    }
     assert "longer than 15 s" in errors["maintenance_notes.txt"]
     assert "memory" in errors["supplier_prices.csv"]
-    chunked = {r["path"]: r["chunker"] for r in query(
-        pipeline.lake, "select distinct path, chunker from chunks where profile = 'default'").to_pylist()}
+    chunked = {
+        r["path"]: r["chunker"]
+        for r in query(
+            pipeline.lake, "select distinct path, chunker from chunks where profile = 'default'"
+        ).to_pylist()
+    }
     assert chunked["maintenance_notes.txt"] == "page@1" and chunked["supplier_prices.csv"] == "page@1"
     assert len({r for r in chunked}) == 4  # every document still has its chunks
 
@@ -125,7 +135,8 @@ def test_a_parse_worker_dies_with_the_process_it_serves(tmp_path):
         "    w = ParseWorker(timeout=60, memory_bytes=None)\n"
         "    w.call(os.getpid)\n"
         "    print(w.pids()[0], flush=True)\n"
-        "    w.call(time.sleep, 300)\n")  # the worker is busy when its owner is killed
+        "    w.call(time.sleep, 300)\n"
+    )  # the worker is busy when its owner is killed
     owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     worker_pid = None
     try:
@@ -148,8 +159,8 @@ def test_a_parse_worker_dies_with_the_process_it_serves(tmp_path):
 def test_the_runs_of_one_ingest_share_one_parse_worker_that_stops_when_the_ingest_ends(data_dir, monkeypatch):
     """The CLI runs its batches back to back in one process: one worker parses for all of
     them (not a fresh interpreter per run), and none is left when ``ingest`` returns."""
-    from ingest_pipeline.runtime import isolation
     from ingest_pipeline.commands.ingest import ingest
+    from ingest_pipeline.runtime import isolation
     from ingest_pipeline_tests.conftest import write
     from ingest_pipeline_tests.dagster_dev import alive
     from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
@@ -204,11 +215,15 @@ def test_the_pages_step_reads_documents_side_by_side_and_a_corrupt_one_fails_alo
     from ingest_pipeline import stages
     from ingest_pipeline_tests.conftest import pdf_bytes
 
-    texts = {f"report_{i}.pdf": [[f"Report {i} page {p} says the figures were checked."] for p in (1, 2)]
-             for i in range(5)}
+    texts = {
+        f"report_{i}.pdf": [[f"Report {i} page {p} says the figures were checked."] for p in (1, 2)]
+        for i in range(5)
+    }
     for name, pages in texts.items():
         write(data_dir / "sources" / name, pdf_bytes(pages))
-    write(data_dir / "sources" / "report_broken.pdf", b"%PDF-1.7\n1 0 obj << /Type /Catalog >>\n%%EOF garbage")
+    write(
+        data_dir / "sources" / "report_broken.pdf", b"%PDF-1.7\n1 0 obj << /Type /Catalog >>\n%%EOF garbage"
+    )
     read_by: dict[str, int] = {}
     read_document = stages.read_document
 
@@ -233,9 +248,14 @@ def test_the_pages_step_reads_documents_side_by_side_and_a_corrupt_one_fails_alo
         assert kept.started
     assert result.success and len(read_by) == 6
     assert len(set(read_by.values()) - {-1}) == 2  # two worker processes, each reading its share
-    pages = {(r["path"], r["page"]): r["text"] for r in query(
-        pipeline.lake, "select s.path, p.page, p.text from pages p join sources s using (document_id) "
-                          "where p.status = 'read'").to_pylist()}
+    pages = {
+        (r["path"], r["page"]): r["text"]
+        for r in query(
+            pipeline.lake,
+            "select s.path, p.page, p.text from pages p join sources s using (document_id) "
+            "where p.status = 'read'",
+        ).to_pylist()
+    }
     assert {k[0] for k in pages} == set(texts)
     for name, doc in texts.items():
         for number, lines in enumerate(doc, start=1):
@@ -283,7 +303,6 @@ def test_fewer_collections_only_ever_raises_the_first_threshold():
 
 def test_every_batch_asset_raises_the_threshold_of_the_process_that_runs_it():
     import gc
-
     from types import SimpleNamespace
 
     from dagster import AssetKey

@@ -4,12 +4,15 @@ import json
 import os
 
 from ingest_pipeline.definitions import build_definitions
-from ingest_pipeline.partitions import DOCUMENTS
+from ingest_pipeline.partitions import DOCUMENTS, contiguous_batches
 from ingest_pipeline.resources import resources_for
-from ingest_pipeline.partitions import contiguous_batches
-from ingest_pipeline.sensors.batches import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, BATCH_TAG
+from ingest_pipeline.sensors.batches import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    BATCH_TAG,
+)
 from ingest_pipeline_tests.conftest import write
-from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, run_batch, sensor_tick, temporary_instance
+from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, sensor_tick, temporary_instance
 
 
 def tick(pipeline, instance, cursor=None):
@@ -36,7 +39,7 @@ def test_new_files_become_partitions_and_few_batched_runs(data_dir):
     for run in ingest_runs:
         start = keys.index(run.tags[ASSET_PARTITION_RANGE_START_TAG])
         end = keys.index(run.tags[ASSET_PARTITION_RANGE_END_TAG])
-        covered += keys[start:end + 1]
+        covered += keys[start : end + 1]
     assert sorted(covered) == sorted(keys)
     # The catalog is refreshed after the runs it reflects, not beside them.
     assert not any(r.job_name == "refresh_catalog" for r in result.run_requests)
@@ -56,7 +59,8 @@ def execute(pipeline, instance, request):
     """Run a requested run in process with the request's tags, as the daemon would launch it."""
     defs = build_definitions(pipeline.settings)
     return defs.resolve_job_def(request.job_name).execute_in_process(
-        instance=instance, tags=request.tags, resources=resources_for(pipeline.settings), raise_on_error=False)
+        instance=instance, tags=request.tags, resources=resources_for(pipeline.settings), raise_on_error=False
+    )
 
 
 def test_a_failed_run_is_asked_again_then_given_up_with_an_errors_row(data_dir):
@@ -71,8 +75,12 @@ def test_a_failed_run_is_asked_again_then_given_up_with_an_errors_row(data_dir):
     cursor = tick(pipeline, instance).cursor
     for attempt in range(pipeline.settings.run_retries + 1):
         (batch_id,) = json.loads(cursor)["pending"]
-        create_run_for_test(instance, job_name="ingest_documents", status=DagsterRunStatus.CANCELED,
-                            tags={BATCH_TAG: batch_id})
+        create_run_for_test(
+            instance,
+            job_name="ingest_documents",
+            status=DagsterRunStatus.CANCELED,
+            tags={BATCH_TAG: batch_id},
+        )
         result = tick(pipeline, instance, cursor=cursor)
         cursor = result.cursor
         ingest = [r for r in result.run_requests if r.job_name == "ingest_documents"]

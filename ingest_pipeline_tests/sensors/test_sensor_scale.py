@@ -11,22 +11,32 @@ import time
 
 import pyarrow as pa
 import pytest
-from dagster import DagsterRunStatus, build_sensor_context
+from dagster import DagsterRunStatus
 from dagster._core.test_utils import create_run_for_test
 
-from ingest_pipeline.sensors import folder as sensors
 from ingest_pipeline.definitions import build_definitions
 from ingest_pipeline.documents import entry_for
 from ingest_pipeline.partitions import DOCUMENTS
+from ingest_pipeline.sensors import folder as sensors
 from ingest_pipeline.sensors.batches import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from ingest_pipeline.storage.vector_index import index_schema
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, sensor_tick, temporary_instance
 
 FILES = 10_000
 ODD_NAMES = [
-    "a,b|c.txt", "naïve café.md", "日本語のメモ.txt", "spaces   and\ttabs.txt", "semi;colon'quote\".csv",
-    "UPPER.TXT", "upper.txt", "-leading-dash.txt", "[brackets] {braces} (parens).md", "x" * 200 + ".txt",
-    "emoji 🌱 notes.md", "percent %20 and #hash?.txt", "new\nline.txt",
+    "a,b|c.txt",
+    "naïve café.md",
+    "日本語のメモ.txt",
+    "spaces   and\ttabs.txt",
+    "semi;colon'quote\".csv",
+    "UPPER.TXT",
+    "upper.txt",
+    "-leading-dash.txt",
+    "[brackets] {braces} (parens).md",
+    "x" * 200 + ".txt",
+    "emoji 🌱 notes.md",
+    "percent %20 and #hash?.txt",
+    "new\nline.txt",
 ]
 
 
@@ -52,8 +62,9 @@ class Counting:
 def _tick(pipeline, instance, sensor, cursor):
     result = sensor_tick(pipeline.settings, instance, cursor, sensor)
     for request in result.run_requests:  # the daemon launches them; here they "succeed"
-        create_run_for_test(instance, job_name=request.job_name, status=DagsterRunStatus.SUCCESS,
-                            tags=dict(request.tags))
+        create_run_for_test(
+            instance, job_name=request.job_name, status=DagsterRunStatus.SUCCESS, tags=dict(request.tags)
+        )
     return result
 
 
@@ -63,7 +74,7 @@ def _covered(result, keys):
         if run.job_name == "ingest_documents":
             start = keys.index(run.tags[ASSET_PARTITION_RANGE_START_TAG])
             end = keys.index(run.tags[ASSET_PARTITION_RANGE_END_TAG])
-            out += keys[start:end + 1]
+            out += keys[start : end + 1]
     return out
 
 
@@ -103,8 +114,9 @@ def test_ten_thousand_files(scale_root, monkeypatch):
         assert ticks < 3 * FILES // sensors.MAX_FILES_PER_TICK, "the sensor does not settle"
     keys = instance.get_dynamic_partitions(DOCUMENTS)
     assert len(keys) == len(set(keys)) == FILES
-    assert all(re.fullmatch(r"[a-z0-9_-]{1,80}", k) for k in keys), [k for k in keys if not re.fullmatch(
-        r"[a-z0-9_-]{1,80}", k)][:5]
+    assert all(re.fullmatch(r"[a-z0-9_-]{1,80}", k) for k in keys), [
+        k for k in keys if not re.fullmatch(r"[a-z0-9_-]{1,80}", k)
+    ][:5]
 
     # A tick with nothing new touches no file and asks for nothing.
     since = time.time()
@@ -133,12 +145,25 @@ def test_ten_thousand_files(scale_root, monkeypatch):
     cursor = _tick(pipeline, instance, sensor, result.cursor).cursor  # settles them
 
     # Deleted files leave LanceDB, the lake and the partitions, in bounded ticks.
-    doomed = sorted((sources / "folder_05").iterdir()) + sorted((sources / "folder_06").iterdir()) + [
-        sources / "odd" / "a,b|c.txt"]
+    doomed = (
+        sorted((sources / "folder_05").iterdir())
+        + sorted((sources / "folder_06").iterdir())
+        + [sources / "odd" / "a,b|c.txt"]
+    )
     doomed_ids = [entry_for(pipeline.settings, str(p)).document_id for p in doomed]
-    rows = pa.Table.from_pylist([{"chunk_id": f"c-{d}", "document_id": d, "text": "t", "modality": "text",
-                                  "vector": [0.1] * pipeline.index.dim} for d in doomed_ids[:50]],
-                                schema=index_schema(pipeline.index.dim))
+    rows = pa.Table.from_pylist(
+        [
+            {
+                "chunk_id": f"c-{d}",
+                "document_id": d,
+                "text": "t",
+                "modality": "text",
+                "vector": [0.1] * pipeline.index.dim,
+            }
+            for d in doomed_ids[:50]
+        ],
+        schema=index_schema(pipeline.index.dim),
+    )
     for doc in doomed_ids[:50]:
         pipeline.lake.write("chunks", ("default", doc), pa.table({"chunk_id": [f"c-{doc}"]}))
     pipeline.index.open("default", create=True).add(rows)
@@ -154,6 +179,10 @@ def test_ten_thousand_files(scale_root, monkeypatch):
     assert not remaining & set(doomed_ids) and survivor in remaining
     assert len(remaining) == FILES + len(added) - len(doomed)
     assert pipeline.index.count("default") == 0
-    names = {os.path.basename(p)[: -len(".parquet")] for t in ("inventory", "chunks") for p in pipeline.lake.files(t)}
+    names = {
+        os.path.basename(p)[: -len(".parquet")]
+        for t in ("inventory", "chunks")
+        for p in pipeline.lake.files(t)
+    }
     assert not names & set(doomed_ids)
     assert len({os.path.basename(p) for p in pipeline.lake.files("inventory")}) == len(remaining)

@@ -9,22 +9,29 @@ import pytest
 from dagster import DagsterRunStatus, build_sensor_context
 from dagster._core.test_utils import create_run_for_test
 
-from ingest_pipeline.storage.catalog import query
+from ingest_pipeline.commands.ingest import QUIET, ingest
 from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB, build_definitions
 from ingest_pipeline.identity import document_id
 from ingest_pipeline.instance.home import instance_for
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import resources_for
-from ingest_pipeline.commands.ingest import QUIET, ingest
 from ingest_pipeline.sensors.batches import BATCH_TAG
 from ingest_pipeline.sensors.shard_mode import evaluate_shards
+from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.storage.shards import Listed, ShardScheme, is_shard_key, scan, source_document_id
 from ingest_pipeline.storage.store import Store
 from ingest_pipeline_tests.conftest import write
-from ingest_pipeline_tests.dagster_helpers import apply_partition_requests, fresh_pipeline, sensor_tick, temporary_instance
+from ingest_pipeline_tests.dagster_helpers import (
+    apply_partition_requests,
+    fresh_pipeline,
+    sensor_tick,
+    temporary_instance,
+)
 
 DOCS = {
-    "notes/watering.md": "# Watering\n\nTomatoes need two litres a day in summer.\n\n## Night\n\nNever water at night.\n",
+    "notes/watering.md": (
+        "# Watering\n\nTomatoes need two litres a day in summer.\n\n## Night\n\nNever water at night.\n"
+    ),
     "notes/pests.txt": "Aphids gather under basil leaves.\nNeem oil keeps them away for a week.\n",
     "reports/q1.csv": "crop,kg\ntomato,48\nbasil,3\n",
     "top.txt": "A document at the top of the source root.\n",
@@ -73,8 +80,9 @@ def _run_sensor_tick(p, instance, cursor):
     resources = resources_for(p.settings)
     for request in result.run_requests or []:
         job = defs.resolve_job_def(request.job_name)
-        outcome = job.execute_in_process(instance=instance, tags=request.tags, resources=resources,
-                                         run_config=QUIET, raise_on_error=False)
+        outcome = job.execute_in_process(
+            instance=instance, tags=request.tags, resources=resources, run_config=QUIET, raise_on_error=False
+        )
         assert outcome.success
     return result
 
@@ -90,8 +98,10 @@ def _lake_files(lake_root):
     return found
 
 
-LINEAGE = ("SELECT chunk_id, label, profile, document_id, path, page, chunker, config_hash, reader, "
-           "source_sha256 FROM chunks ORDER BY chunk_id, profile")
+LINEAGE = (
+    "SELECT chunk_id, label, profile, document_id, path, page, chunker, config_hash, reader, "
+    "source_sha256 FROM chunks ORDER BY chunk_id, profile"
+)
 
 
 def test_shard_mode_cuts_the_same_chunks_into_the_same_lake(tmp_path):
@@ -99,7 +109,7 @@ def test_shard_mode_cuts_the_same_chunks_into_the_same_lake(tmp_path):
     for root in (by_document, by_shard):
         for rel, text in DOCS.items():
             write(root / "sources" / rel, text)
-    write(by_shard / "ingest_pipeline.toml", "[partitions]\nmode = \"hash\"\nshards = 2\n")
+    write(by_shard / "ingest_pipeline.toml", '[partitions]\nmode = "hash"\nshards = 2\n')
 
     plain = fresh_pipeline(by_document)
     assert plain.settings.shard_scheme is None
@@ -131,13 +141,24 @@ def test_shard_mode_cuts_the_same_chunks_into_the_same_lake(tmp_path):
     assert not idle.run_requests and idle.skip_reason
 
     os.remove(by_shard / "sources" / "top.txt")
-    write(by_shard / "sources" / "notes" / "pests.txt", "Aphids gather under basil leaves.\nLadybirds eat them.\n")
+    write(
+        by_shard / "sources" / "notes" / "pests.txt",
+        "Aphids gather under basil leaves.\nLadybirds eat them.\n",
+    )
     changed = _run_sensor_tick(sharded, instance, idle.cursor)
     pests, top = source_document_id("notes/pests.txt"), source_document_id("top.txt")
-    texts = query(sharded.lake, f"SELECT text FROM chunks WHERE document_id = '{pests}'").column("text").to_pylist()
+    texts = (
+        query(sharded.lake, f"SELECT text FROM chunks WHERE document_id = '{pests}'")
+        .column("text")
+        .to_pylist()
+    )
     assert any("Ladybirds" in t for t in texts) and not any("Neem" in t for t in texts)
-    assert query(sharded.lake, f"SELECT count(*) AS n FROM chunks WHERE document_id = '{top}'").to_pylist()[0][
-        "n"] == 0
+    assert (
+        query(sharded.lake, f"SELECT count(*) AS n FROM chunks WHERE document_id = '{top}'").to_pylist()[0][
+            "n"
+        ]
+        == 0
+    )
     assert sharded.index.count(served, top) == 0
     assert len([r for r in changed.run_requests if r.job_name == INGEST_JOB]) == 1
 
@@ -159,7 +180,7 @@ def test_a_shard_is_seen_only_once_its_run_ended_and_a_failed_run_is_asked_again
     data = tmp_path / "data"
     for rel, text in DOCS.items():
         write(data / "sources" / rel, text)
-    write(data / "ingest_pipeline.toml", "[partitions]\nmode = \"folder\"\n")
+    write(data / "ingest_pipeline.toml", '[partitions]\nmode = "folder"\n')
     p = fresh_pipeline(data)
     instance = temporary_instance(data)
     retries = p.settings.run_retries
@@ -175,7 +196,9 @@ def test_a_shard_is_seen_only_once_its_run_ended_and_a_failed_run_is_asked_again
 
     # While the run is pending its shard is neither rescanned nor asked for again, even
     # when one of its files changes.
-    write(data / "sources" / "notes" / "pests.txt", "Aphids gather under basil leaves.\nLadybirds eat them.\n")
+    write(
+        data / "sources" / "notes" / "pests.txt", "Aphids gather under basil leaves.\nLadybirds eat them.\n"
+    )
     waiting = _tick(p, instance, first.cursor)
     assert not waiting.run_requests and "waiting for" in waiting.skip_reason.skip_message
     assert json.loads(waiting.cursor)["pending"] == cursor["pending"]
@@ -183,7 +206,9 @@ def test_a_shard_is_seen_only_once_its_run_ended_and_a_failed_run_is_asked_again
     # Failed or cancelled: asked again (new batch ids), up to run_retries times.
     state = waiting.cursor
     for attempt in range(retries + 1):
-        before = _ended(instance, state, DagsterRunStatus.CANCELED if attempt % 2 else DagsterRunStatus.FAILURE)
+        before = _ended(
+            instance, state, DagsterRunStatus.CANCELED if attempt % 2 else DagsterRunStatus.FAILURE
+        )
         result = _tick(p, instance, state)
         state = result.cursor
         asked = [r for r in result.run_requests if r.job_name == INGEST_JOB]

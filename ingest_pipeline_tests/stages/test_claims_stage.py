@@ -78,8 +78,14 @@ def test_what_a_stage_keeps_in_memory_is_what_its_asset_would_read_back(data_dir
     from ingest_pipeline.stages.chunk_map import chunk_map_findings
     from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
 
-    write(data_dir / "sources" / "report.pdf", (CORPUS / "files" / "pdf" / "docling__multi_page.pdf").read_bytes())
-    write(data_dir / "sources" / "notes.md", "# Notes\n\nA short Markdown note.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    write(
+        data_dir / "sources" / "report.pdf",
+        (CORPUS / "files" / "pdf" / "docling__multi_page.pdf").read_bytes(),
+    )
+    write(
+        data_dir / "sources" / "notes.md",
+        "# Notes\n\nA short Markdown note.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n",
+    )
     p = fresh_pipeline(data_dir)
     entries = collect(p.settings, [p.settings.source_root])
     p.store.save_inventory(entries)
@@ -93,8 +99,13 @@ def test_what_a_stage_keeps_in_memory_is_what_its_asset_would_read_back(data_dir
             for doc in docs:
                 for _ in range(2):  # computed, then unchanged: both keep the stored metadata
                     outcome = stages.run_chunker(p.settings, p.store, chunker, info, doc, "run")
-                    assert outcome.kept["meta"] == p.store.claim_meta(info.asset_name, doc), (info.ref, outcome.status)
-        outcomes = [stages.build_chunk_map(p.store, p.registry, profile, p.embedder, doc, "run") for doc in docs]
+                    assert outcome.kept["meta"] == p.store.claim_meta(info.asset_name, doc), (
+                        info.ref,
+                        outcome.status,
+                    )
+        outcomes = [
+            stages.build_chunk_map(p.store, p.registry, profile, p.embedder, doc, "run") for doc in docs
+        ]
         kept = {o.document: o.kept for o in outcomes}
         assert all(o.status == "new" and o.kept["rows"] for o in outcomes)
         from_memory = chunk_map_findings(p.store, profile.name, docs, p.embedder.max_tokens, kept)
@@ -124,11 +135,14 @@ def test_a_chunk_map_reads_only_the_claims_that_win_and_tokenizes_each_text_once
     from dataclasses import replace
 
     from ingest_pipeline.contract import PageChunks
-    from ingest_pipeline.stages.merge import Claim, merge_claims
-    from ingest_pipeline.stages.chunk_map import document_title
     from ingest_pipeline.embedding.token_limits import split_to_limit
+    from ingest_pipeline.stages.chunk_map import document_title
+    from ingest_pipeline.stages.merge import Claim, merge_claims
 
-    write(data_dir / "sources" / "report.pdf", (CORPUS / "files" / "pdf" / "docling__multi_page.pdf").read_bytes())
+    write(
+        data_dir / "sources" / "report.pdf",
+        (CORPUS / "files" / "pdf" / "docling__multi_page.pdf").read_bytes(),
+    )
     p, doc, served = _one_document_read(data_dir)
     for chunker in p.registry.all():
         stages.run_chunker(p.settings, p.store, chunker, p.registry.info(chunker), doc, "run")
@@ -157,7 +171,9 @@ def test_a_chunk_map_reads_only_the_claims_that_win_and_tokenizes_each_text_once
             return self.inner.count_tokens(texts)
 
     p.store.claim_table = claim_table
-    outcome = stages.build_chunk_map(p.store, p.registry, served, Counting(p.embedder), doc, "run", force=True)
+    outcome = stages.build_chunk_map(
+        p.store, p.registry, served, Counting(p.embedder), doc, "run", force=True
+    )
     assert outcome.status == "new"
     rows = p.store.chunk_rows(served.name, doc)
     winners = {r["chunker"] for r in rows}
@@ -170,14 +186,30 @@ def test_a_chunk_map_reads_only_the_claims_that_win_and_tokenizes_each_text_once
     claims = []
     for info in order:
         meta, by_page = p.store.claim(info.asset_name, doc)
-        claims.append(Claim(info.ref, meta["config_hash"], tuple(
-            PageChunks(page=k, pieces=tuple(v)) for k, v in sorted(by_page.items())), meta.get("error")))
+        claims.append(
+            Claim(
+                info.ref,
+                meta["config_hash"],
+                tuple(PageChunks(page=k, pieces=tuple(v)) for k, v in sorted(by_page.items())),
+                meta.get("error"),
+            )
+        )
     assert served.document_context
     title = document_title(rows[0]["path"])
     pages, _ = stages.load_pages(p.store, doc)
-    whole = merge_claims(doc, pages, claims, expand=lambda ps: [split_to_limit(
-        replace(x, embed_text=f"{title}\n{x.embed_text or x.text}"), p.embedder.token_offsets, p.embedder.max_tokens)
-        for x in ps])
+    whole = merge_claims(
+        doc,
+        pages,
+        claims,
+        expand=lambda ps: [
+            split_to_limit(
+                replace(x, embed_text=f"{title}\n{x.embed_text or x.text}"),
+                p.embedder.token_offsets,
+                p.embedder.max_tokens,
+            )
+            for x in ps
+        ],
+    )
     assert [c.chunk_id for c in whole.chunks] == [r["chunk_id"] for r in rows]
     assert [c.piece.embed_text for c in whole.chunks] == [r["embed_text"] for r in rows]
 
@@ -196,8 +228,10 @@ def test_the_chunk_map_merged_as_tables_is_the_one_merged_piece_by_piece(data_di
     # dense in tokens (digits and signs), so markdown@1's 1,200-character chunks exceed the model's 256
     section = " ".join(f"Valve V-{i}/a.{i % 7} reads {i}.{i % 9}-{i % 5}/b;" for i in range(120))
     markdown = "\n\n".join(f"# Part {k}\n\n{section}\n\n## Notes {k}\n\nShort note {k}." for k in range(3))
-    cases = [("manual.md", markdown.encode()),
-             ("report.pdf", (CORPUS / "files" / "pdf" / "docling__multi_page.pdf").read_bytes())]
+    cases = [
+        ("manual.md", markdown.encode()),
+        ("report.pdf", (CORPUS / "files" / "pdf" / "docling__multi_page.pdf").read_bytes()),
+    ]
     renumbered = 0
     for name, content in cases:
         for old in (data_dir / "sources").glob("*"):
@@ -214,13 +248,28 @@ def test_the_chunk_map_merged_as_tables_is_the_one_merged_piece_by_piece(data_di
             expand = Expander(profile, p.embedder, source["path"])
             as_tables = merge_claim_tables(p.store, order, metas, doc, pages, expand)
             by_pieces = _merged_by_pieces(p.store, order, metas, doc, pages, expand)
-            columns = ["page", "chunker", "config_hash", "text", "image", "bbox", "bbox_reason", "role", "layout",
-                       "header_path", "content_type", "embed_text", "meta"]
+            columns = [
+                "page",
+                "chunker",
+                "config_hash",
+                "text",
+                "image",
+                "bbox",
+                "bbox_reason",
+                "role",
+                "layout",
+                "header_path",
+                "content_type",
+                "embed_text",
+                "meta",
+            ]
             assert as_tables.table.num_rows > 0, (name, profile.name)
             assert as_tables.table.select(columns).to_pylist() == by_pieces.table.select(columns).to_pylist()
             assert (as_tables.dropped, as_tables.failed) == (by_pieces.dropped, by_pieces.failed)
             metas_of = [json.loads(m) for m in as_tables.table.column("meta").to_pylist() if m]
-            renumbered += sum(1 for m in metas_of if "token_split" in m and str(m.get("chunk_id", "")).startswith("chk_"))
+            renumbered += sum(
+                1 for m in metas_of if "token_split" in m and str(m.get("chunk_id", "")).startswith("chk_")
+            )
     assert renumbered  # the Markdown case did cut chunks that relink numbered anew
 
 
@@ -259,10 +308,17 @@ def test_the_served_embedding_texts_name_the_document_as_its_first_page_does(dat
     assert stages.index_document(p.store, p.index, served, doc, "run").status == "new"
     p.index.refresh_text_index(served.name)
     hits = p.index.search(served.name, "Acme Widgets", None, k=10, mode="text")
-    assert {h["page"] for h in hits} == {1, 2} and all("Acme" not in h["text"] for h in hits if h["page"] == 2)
+    assert {h["page"] for h in hits} == {1, 2} and all(
+        "Acme" not in h["text"] for h in hits if h["page"] == 2
+    )
 
-    pieces = [ChunkPiece(text="Net sales", bbox_reason="no_geometry", meta={"document_title": "Acme Widgets Corp."})]
-    assert with_named_title("acme widgets corp. annual report 2022", pieces) == "acme widgets corp. annual report 2022"
+    pieces = [
+        ChunkPiece(text="Net sales", bbox_reason="no_geometry", meta={"document_title": "Acme Widgets Corp."})
+    ]
+    assert (
+        with_named_title("acme widgets corp. annual report 2022", pieces)
+        == "acme widgets corp. annual report 2022"
+    )
     assert with_named_title("2022 Q3 ACME", pieces) == "2022 Q3 ACME (Acme Widgets Corp.)"
     assert with_named_title("2022 Q3 ACME", []) == "2022 Q3 ACME"
 
@@ -278,7 +334,9 @@ def _two_page_report() -> bytes:
     second = w.page()
     second.text(72, 740, "Liquidity", 16)
     for i in range(4):
-        second.text(72, 700 - 16 * i, f"Cash from operations covered capital spending in quarter {i + 1}.", 10)
+        second.text(
+            72, 700 - 16 * i, f"Cash from operations covered capital spending in quarter {i + 1}.", 10
+        )
     return w.to_bytes()
 
 
@@ -289,10 +347,10 @@ def test_a_claim_the_parse_worker_hands_back_is_the_claim_the_chunker_answered(d
     version keeps for the model are the stored ones."""
     import pyarrow as pa
 
-    from ingest_pipeline.storage import tables
     from ingest_pipeline.contract import SourceBytes
     from ingest_pipeline.runtime.isolation import ParseWorker
     from ingest_pipeline.stages.claims import _claim_content
+    from ingest_pipeline.storage import tables
     from ingest_pipeline.storage.store import piece_row
 
     write(data_dir / "sources" / "report.pdf", _two_page_report())
@@ -303,7 +361,9 @@ def test_a_claim_the_parse_worker_hands_back_is_the_claim_the_chunker_answered(d
         for ref in ("pdf@1", "pdf@4"):
             chunker = p.registry.get(ref)
             info = p.registry.info(chunker)
-            outcome = stages.run_chunker(p.settings, p.store, chunker, info, doc, "run", worker, keep_pieces=True)
+            outcome = stages.run_chunker(
+                p.settings, p.store, chunker, info, doc, "run", worker, keep_pieces=True
+            )
             assert outcome.status == "new" and outcome.detail["pieces"] > 0
             meta, by_page = p.store.claim(info.asset_name, doc)
             source = (data_dir / "sources" / "report.pdf").read_bytes()
@@ -311,10 +371,15 @@ def test_a_claim_the_parse_worker_hands_back_is_the_claim_the_chunker_answered(d
             assert {a.page: list(a.pieces) for a in answer} == by_page, ref
             stored = [piece for page in sorted(by_page) for piece in by_page[page]]
             assert outcome.kept["pieces"] == stored, ref
-            rows = [{"page": a.page, "piece": n, **piece_row(piece)}
-                    for a in answer for n, piece in enumerate(a.pieces)]
+            rows = [
+                {"page": a.page, "piece": n, **piece_row(piece)}
+                for a in answer
+                for n, piece in enumerate(a.pieces)
+            ]
             table = pa.Table.from_pylist(rows, schema=tables.CLAIMS)
-            assert meta["content"] == _claim_content(table, sorted(by_page), None, info.ref, info.config_hash), ref
+            assert meta["content"] == _claim_content(
+                table, sorted(by_page), None, info.ref, info.config_hash
+            ), ref
             assert meta["claimed_pages"] == [1, 2] and meta["summary"]["pieces"] == len(rows), ref
     finally:
         worker.close()
@@ -363,7 +428,9 @@ def test_the_served_rows_carry_the_vectors_the_model_gave_their_texts(data_dir):
     model = p.embedder.embed(texts)
     for row, expected in zip(stored, model):
         assert np.allclose(row["vector"], expected, atol=1e-6), row["chunk_id"]
-        assert np.array_equal(np.asarray(by_id[row["chunk_id"]], np.float32), np.asarray(row["vector"], np.float32))
+        assert np.array_equal(
+            np.asarray(by_id[row["chunk_id"]], np.float32), np.asarray(row["vector"], np.float32)
+        )
 
 
 def test_a_claims_content_hash_follows_its_pieces_and_not_its_stamp():
@@ -372,25 +439,42 @@ def test_a_claims_content_hash_follows_its_pieces_and_not_its_stamp():
     column (text, image, box, role, meta, header path) or to the claimed pages another."""
     import pyarrow as pa
 
-    from ingest_pipeline.storage import tables
     from ingest_pipeline.contract import ChunkPiece
     from ingest_pipeline.stages.claims import _claim_content
+    from ingest_pipeline.storage import tables
     from ingest_pipeline.storage.store import piece_row
 
-    pieces = [ChunkPiece(text="Revenue rose 4%.", bbox=(0.1, 0.1, 0.5, 0.2), header_path=("Results",),
-                         meta={"lines": 1}),
-              ChunkPiece(text=None, image=b"\x89PNG fake", bbox_reason="no_geometry", content_type="image")]
+    pieces = [
+        ChunkPiece(
+            text="Revenue rose 4%.", bbox=(0.1, 0.1, 0.5, 0.2), header_path=("Results",), meta={"lines": 1}
+        ),
+        ChunkPiece(text=None, image=b"\x89PNG fake", bbox_reason="no_geometry", content_type="image"),
+    ]
 
     def content(stamp, changed=None, pages=(1,)):
-        rows = [{**stamp, "page": 1, "piece": n, **piece_row(piece), **((changed or {}) if n == 0 else {})}
-                for n, piece in enumerate(pieces)]
-        return _claim_content(pa.Table.from_pylist(rows, schema=tables.CLAIMS), list(pages), None, "pdf@4", "cfg")
+        rows = [
+            {**stamp, "page": 1, "piece": n, **piece_row(piece), **((changed or {}) if n == 0 else {})}
+            for n, piece in enumerate(pieces)
+        ]
+        return _claim_content(
+            pa.Table.from_pylist(rows, schema=tables.CLAIMS), list(pages), None, "pdf@4", "cfg"
+        )
 
     first = content({"run_id": "a", "document_id": "d1"})
     assert first == content({"run_id": "b", "document_id": "d2", "source_sha256": "f" * 64})
-    changes = [{"text": "Revenue rose 5%."}, {"image": b"other"}, {"bbox": {"x0": 0.1, "y0": 0.1, "x1": 0.5, "y1": 0.3}},
-               {"role": "heading"}, {"meta": '{"lines": 2}'}, {"header_path": ["Results", "Q4"]}]
-    hashes = {content({"run_id": "a"}, change) for change in changes} | {content({"run_id": "a"}, pages=(1, 2))}
+    changes = [
+        {"text": "Revenue rose 5%."},
+        {"image": b"other"},
+        {"bbox": {"x0": 0.1, "y0": 0.1, "x1": 0.5, "y1": 0.3}},
+        {"role": "heading"},
+        {"meta": '{"lines": 2}'},
+        {"header_path": ["Results", "Q4"]},
+    ]
+    hashes = {content({"run_id": "a"}, change) for change in changes} | {
+        content({"run_id": "a"}, pages=(1, 2))
+    }
     assert first not in hashes and len(hashes) == len(changes) + 1
     empty = tables.CLAIMS.empty_table()
-    assert _claim_content(empty, [], None, "pdf@4", "cfg") == _claim_content(empty, [], None, "pdf@4", "other")
+    assert _claim_content(empty, [], None, "pdf@4", "cfg") == _claim_content(
+        empty, [], None, "pdf@4", "other"
+    )

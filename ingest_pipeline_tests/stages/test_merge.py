@@ -13,10 +13,23 @@ PAGES = (
 
 
 def claim(ref, answers, error=None):
-    return Claim(chunker=ref, config_hash="h", error=error, pages=tuple(
-        PageChunks(page=p, pieces=tuple(
-            ChunkPiece(image=t, bbox=(0, 0, 1, 1)) if isinstance(t, bytes) else ChunkPiece(text=t, bbox_reason="no_geometry")
-            for t in texts)) for p, texts in answers.items()))
+    return Claim(
+        chunker=ref,
+        config_hash="h",
+        error=error,
+        pages=tuple(
+            PageChunks(
+                page=p,
+                pieces=tuple(
+                    ChunkPiece(image=t, bbox=(0, 0, 1, 1))
+                    if isinstance(t, bytes)
+                    else ChunkPiece(text=t, bbox_reason="no_geometry")
+                    for t in texts
+                ),
+            )
+            for p, texts in answers.items()
+        ),
+    )
 
 
 def test_first_in_order_wins_a_page_whole():  # T-B2
@@ -63,9 +76,14 @@ def test_chunk_ids_are_deterministic_and_depend_on_every_part():
     assert [c.chunk_id for c in a.chunks] == [c.chunk_id for c in b.chunks]
     base = chunk_id("doc", "x@1", "h", 1, 0, "a")
     assert a.chunks[0].chunk_id == base
-    variants = {chunk_id("doc2", "x@1", "h", 1, 0, "a"), chunk_id("doc", "x@2", "h", 1, 0, "a"),
-                chunk_id("doc", "x@1", "h2", 1, 0, "a"), chunk_id("doc", "x@1", "h", 2, 0, "a"),
-                chunk_id("doc", "x@1", "h", 1, 1, "a"), chunk_id("doc", "x@1", "h", 1, 0, "b")}
+    variants = {
+        chunk_id("doc2", "x@1", "h", 1, 0, "a"),
+        chunk_id("doc", "x@2", "h", 1, 0, "a"),
+        chunk_id("doc", "x@1", "h2", 1, 0, "a"),
+        chunk_id("doc", "x@1", "h", 2, 0, "a"),
+        chunk_id("doc", "x@1", "h", 1, 1, "a"),
+        chunk_id("doc", "x@1", "h", 1, 0, "b"),
+    }
     assert base not in variants and len(variants) == 6
 
 

@@ -11,14 +11,14 @@ from PIL import Image
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.layout.frames import PageFrame
+from ingest_pipeline.readers.pdf import PDFIUM_LOCK
+from ingest_pipeline.samples import simple_pdf
 from ingest_pipeline.stages.page_pictures import (
     BOX_COLOURS,
     PNG_BUDGET,
     preview_markdown_image,
     render_page_preview,
 )
-from ingest_pipeline.readers.pdf import PDFIUM_LOCK
-from ingest_pipeline.samples import simple_pdf
 from ingest_pipeline_tests.pdf_writer import PdfWriter
 
 BOXES = [(0.10, 0.05, 0.50, 0.12), (0.10, 0.50, 0.90, 0.90)]
@@ -225,6 +225,7 @@ def test_pictures_of_one_page_with_other_boxes_render_it_once_and_equal_fresh_on
     """Each profile's chunk map draws its own boxes on the same page: the page is rendered
     and quantized once, and every picture is byte for byte the one a fresh render gives."""
     from ingest_pipeline.stages import page_pictures as previews
+
     pdf = simple_pdf([["Pumps and valves", "A page about the sluice gate."] * 6])
     other = [(0.2, 0.2, 0.6, 0.4)]
     fresh = {}

@@ -4,8 +4,8 @@ the graph again."""
 
 from __future__ import annotations
 
-from ingest_pipeline.resources import parts_for
 from ingest_pipeline.commands.ingest import ingest
+from ingest_pipeline.resources import parts_for
 from ingest_pipeline_tests.conftest import write
 
 PAGE = "Tomatoes need deep watering twice a week in dry summers.\n\n" * 3
@@ -56,7 +56,9 @@ def test_an_unchanged_tree_runs_nothing_and_each_kind_of_change_runs_its_documen
     write(data_dir / "ingest_pipeline.toml", '[chunkers."markdown@1"]\ntarget_chars = 120\nmax_chars = 200\n')
     p = _fresh(data_dir)
     fifth = ingest(p)
-    assert fifth.run_ids and sorted(fifth.changed) == sorted([a, b]) and list(fifth.failed) == list(first.failed)
+    assert (
+        fifth.run_ids and sorted(fifth.changed) == sorted([a, b]) and list(fifth.failed) == list(first.failed)
+    )
 
     # An edit of the passwords file (its values never stored) looks at every document again.
     write(data_dir / "passwords.toml", '"broken.pdf" = "secret"\n')
@@ -82,12 +84,17 @@ def test_a_document_that_ran_out_of_time_is_never_marked_current(data_dir):
     # What a reading timeout leaves: an errors row naming the parse limit.
     stages.record_error(p.store, "pages", doc, stages.StageError("took longer than 300 s"), "run")
     table = p.lake.read("errors", "pages", doc)
-    p.lake.write("errors", ("pages", doc), table.set_column(
-        table.schema.get_field_index("error"), "error", pa.array(["ParseLimitExceeded"])))
+    p.lake.write(
+        "errors",
+        ("pages", doc),
+        table.set_column(table.schema.get_field_index("error"), "error", pa.array(["ParseLimitExceeded"])),
+    )
     p.store.forget_current_marker(doc)
 
-    assets = [k.to_user_string() for k in build_definitions(p.settings).resolve_job_def(
-        INGEST_JOB).asset_layer.selected_asset_keys]
+    assets = [
+        k.to_user_string()
+        for k in build_definitions(p.settings).resolve_job_def(INGEST_JOB).asset_layer.selected_asset_keys
+    ]
     entry = p.store.inventory()[doc]
     freshness = Freshness(p, assets, [doc])
     freshness.mark(entry)

@@ -8,9 +8,9 @@ from datetime import timedelta
 import numpy as np
 import pyarrow as pa
 
+from ingest_pipeline.stages import EmbeddingCache
 from ingest_pipeline.storage import housekeeping
 from ingest_pipeline.storage.lake import Lake
-from ingest_pipeline.stages import EmbeddingCache
 from ingest_pipeline.storage.store import Store
 from ingest_pipeline.storage.vector_index import VectorIndex, index_schema
 
@@ -19,13 +19,34 @@ DIM = 16
 
 def _rows(doc: str, ids: list[str], rng) -> pa.Table:
     vectors = rng.normal(size=(len(ids), DIM)).astype(np.float32)
-    return pa.Table.from_pylist([{
-        "chunk_id": cid, "document_id": doc, "path": f"{doc}.txt", "profile": "default", "page": 1, "index": i,
-        "label": f"page:1/chunk:{i}", "text": f"{doc} text number {i} about {cid}", "bbox": None,
-        "bbox_reason": "no_geometry", "role": None, "content_type": None, "header_path": [], "chunker": "page@1",
-        "config_hash": "h", "reader": "text@1", "source_sha256": "s", "run_id": "r", "modality": "text",
-        "vector": vectors[i].tolist(),
-    } for i, cid in enumerate(ids)], schema=index_schema(DIM))
+    return pa.Table.from_pylist(
+        [
+            {
+                "chunk_id": cid,
+                "document_id": doc,
+                "path": f"{doc}.txt",
+                "profile": "default",
+                "page": 1,
+                "index": i,
+                "label": f"page:1/chunk:{i}",
+                "text": f"{doc} text number {i} about {cid}",
+                "bbox": None,
+                "bbox_reason": "no_geometry",
+                "role": None,
+                "content_type": None,
+                "header_path": [],
+                "chunker": "page@1",
+                "config_hash": "h",
+                "reader": "text@1",
+                "source_sha256": "s",
+                "run_id": "r",
+                "modality": "text",
+                "vector": vectors[i].tolist(),
+            }
+            for i, cid in enumerate(ids)
+        ],
+        schema=index_schema(DIM),
+    )
 
 
 def test_optimize_compacts_fragments_drops_old_versions_and_keeps_every_row(tmp_path):
@@ -71,7 +92,7 @@ def test_the_embedding_cache_folds_into_one_shard_with_every_vector(tmp_path):
     vectors = {f"sha{i}": rng.normal(size=4).astype(np.float32) for i in range(40)}
     items = list(vectors.items())
     for shard in range(20):  # overlapping shards, as two concurrent runs write them
-        cache.put(dict(items[shard * 2: shard * 2 + 4]), shard=f"run{shard}")
+        cache.put(dict(items[shard * 2 : shard * 2 + 4]), shard=f"run{shard}")
     assert len(store.embedding_cache_files("model-x")) == 20
 
     result = housekeeping.compact_embedding_cache(store, "model-x", min_shards=4)
@@ -100,8 +121,8 @@ def test_only_old_temporary_files_of_killed_writes_are_swept(tmp_path):
 
 def test_the_scheduled_job_compacts_a_real_root_and_waits_for_the_lancedb_pool(data_dir):
     from ingest_pipeline.definitions import build_definitions
-    from ingest_pipeline.resources import resources_for
     from ingest_pipeline.jobs import HOUSEKEEPING_JOB
+    from ingest_pipeline.resources import resources_for
     from ingest_pipeline.settings import load_settings
     from ingest_pipeline_tests.dagster_helpers import temporary_instance
 
@@ -109,7 +130,9 @@ def test_the_scheduled_job_compacts_a_real_root_and_waits_for_the_lancedb_pool(d
     defs = build_definitions(settings)
     job = defs.resolve_job_def(HOUSEKEEPING_JOB)
     assert {s.job_name for s in defs.schedules} >= {HOUSEKEEPING_JOB}
-    assert job.graph.node_named("optimize_lancedb").definition.pool == "lancedb"  # never beside LanceDB writes
+    assert (
+        job.graph.node_named("optimize_lancedb").definition.pool == "lancedb"
+    )  # never beside LanceDB writes
 
     rng = np.random.default_rng(4)
     index = VectorIndex(settings.lancedb_uri, dim=DIM)

@@ -30,7 +30,9 @@ def test_lake_writes_atomically_and_replaces_exactly_one_file(tmp_path, monkeypa
     assert lake.delete_document("doc1") == 1 and lake.read("pages", "doc1") is None
 
 
-def test_metadata_is_read_from_the_footer_each_time_and_parsed_only_for_footers_not_seen(tmp_path, monkeypatch):
+def test_metadata_is_read_from_the_footer_each_time_and_parsed_only_for_footers_not_seen(
+    tmp_path, monkeypatch
+):
     """``Lake.meta`` keeps what it parsed keyed by the footer's bytes: a file rewritten behind
     its back (another process, the same size, the same second) reads as its new content."""
     import subprocess
@@ -54,7 +56,8 @@ def test_metadata_is_read_from_the_footer_each_time_and_parsed_only_for_footers_
     script = textwrap.dedent(f"""
         import pyarrow as pa
         from ingest_pipeline.storage.lake import Lake
-        Lake({str(root)!r}).write("claims", ("v1", "doc"), pa.table({{"a": [1]}}), meta={{"fingerprint": "bbbb", "n": 2}})
+        meta = {{"fingerprint": "bbbb", "n": 2}}
+        Lake({str(root)!r}).write("claims", ("v1", "doc"), pa.table({{"a": [1]}}), meta=meta)
     """)
     before = os.path.getsize(lake.path("claims", "v1", "doc"))
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
@@ -78,19 +81,53 @@ def test_catalog_has_every_view_even_before_data(tmp_path):
     con = duckdb.connect(path, read_only=True)
     columns = [r[0] for r in con.execute("DESCRIBE chunks").fetchall()]
     con.close()
-    for name in ("chunk_id", "label", "profile", "bbox", "bbox_reason", "chunker", "config_hash", "reader",
-                 "source_sha256", "run_id", "tokens", "header_path"):
+    for name in (
+        "chunk_id",
+        "label",
+        "profile",
+        "bbox",
+        "bbox_reason",
+        "chunker",
+        "config_hash",
+        "reader",
+        "source_sha256",
+        "run_id",
+        "tokens",
+        "header_path",
+    ):
         assert name in columns
     assert os.path.getsize(path) < 2_000_000  # views only
 
 
 def _rows(doc, ids, dim=4):
-    return pa.Table.from_pylist([{
-        "chunk_id": cid, "document_id": doc, "path": f"{doc}.txt", "profile": "default", "page": 1, "index": i,
-        "label": f"page:1/chunk:{i}", "text": f"text about {cid}", "bbox": None, "bbox_reason": "no_geometry",
-        "role": None, "content_type": None, "header_path": [], "chunker": "page@1", "config_hash": "h",
-        "reader": "text@1", "source_sha256": "s", "run_id": "r", "modality": "text", "vector": [float(i + 1), 0.0, 0.0, 1.0],
-    } for i, cid in enumerate(ids)], schema=index_schema(dim))
+    return pa.Table.from_pylist(
+        [
+            {
+                "chunk_id": cid,
+                "document_id": doc,
+                "path": f"{doc}.txt",
+                "profile": "default",
+                "page": 1,
+                "index": i,
+                "label": f"page:1/chunk:{i}",
+                "text": f"text about {cid}",
+                "bbox": None,
+                "bbox_reason": "no_geometry",
+                "role": None,
+                "content_type": None,
+                "header_path": [],
+                "chunker": "page@1",
+                "config_hash": "h",
+                "reader": "text@1",
+                "source_sha256": "s",
+                "run_id": "r",
+                "modality": "text",
+                "vector": [float(i + 1), 0.0, 0.0, 1.0],
+            }
+            for i, cid in enumerate(ids)
+        ],
+        schema=index_schema(dim),
+    )
 
 
 def test_lancedb_upserts_by_id_and_drops_stale_rows(tmp_path):
@@ -123,7 +160,10 @@ def test_keyword_search_finds_the_numbers_an_embedding_text_leaves_out(tmp_path)
     """pdf@4's embedding text drops standalone numbers; the keyword column puts the words
     of the text it lacks after it, so an amount is still found by keyword, and a row whose
     embedding text holds its whole text is indexed as before."""
-    row = {"text": "Total debt $ 1,330 and $ 745 in 2019", "embed_text": "ACME 2019 10K\nDebt\nTotal debt and in 2019"}
+    row = {
+        "text": "Total debt $ 1,330 and $ 745 in 2019",
+        "embed_text": "ACME 2019 10K\nDebt\nTotal debt and in 2019",
+    }
     assert search_text(row) == "ACME 2019 10K\nDebt\nTotal debt and in 2019\n$ $ 1,330 745"
     assert search_text({"text": "plain", "embed_text": "Title\nplain"}) == "Title\nplain"
     assert search_text({"text": "plain", "embed_text": None}) == "plain"
@@ -162,8 +202,9 @@ def test_keyword_search_reads_the_embedding_text_and_an_old_table_keeps_finding_
     fields = [f for f in index_schema(4) if f.name != "search_text"]
     from lancedb.index import FTS
 
-    lancedb.connect(str(old)).create_table("chunks_default", data=_rows("d1", ["kept"]).select(
-        [f.name for f in fields]).cast(pa.schema(fields))).create_index("text", config=FTS())
+    lancedb.connect(str(old)).create_table(
+        "chunks_default", data=_rows("d1", ["kept"]).select([f.name for f in fields]).cast(pa.schema(fields))
+    ).create_index("text", config=FTS())
     upgraded = VectorIndex(str(old), dim=4)
     assert [h["chunk_id"] for h in upgraded.search("default", "kept", None, k=5, mode="text")] == ["kept"]
     upgraded.sync_document("default", "d2", _rows("d2", ["new"]))
@@ -192,8 +233,12 @@ def test_on_an_object_store_a_lake_file_is_one_object_written_whole_in_few_reque
 
     s3 = start_s3(tmp_path)
     try:
-        env = {"AWS_ACCESS_KEY_ID": "lake-test", "AWS_SECRET_ACCESS_KEY": "lake-test-secret",
-               "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": s3.endpoint}
+        env = {
+            "AWS_ACCESS_KEY_ID": "lake-test",
+            "AWS_SECRET_ACCESS_KEY": "lake-test-secret",
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": s3.endpoint,
+        }
         for key, value in env.items():
             monkeypatch.setenv(key, value)
         client = boto3.client("s3", endpoint_url=s3.endpoint)
@@ -202,7 +247,9 @@ def test_on_an_object_store_a_lake_file_is_one_object_written_whole_in_few_reque
 
         def requests() -> list[str]:
             time.sleep(0.3)  # the server logs a request after answering it
-            plain = re.sub(r"\x1b\[[0-9;]*m", "", s3.log.read_text(errors="replace"))  # the server colours some
+            plain = re.sub(
+                r"\x1b\[[0-9;]*m", "", s3.log.read_text(errors="replace")
+            )  # the server colours some
             return re.findall(r'"(GET|HEAD|PUT|POST|DELETE) ', plain)
 
         before = len(requests())
@@ -228,9 +275,13 @@ def test_on_an_object_store_a_lake_file_is_one_object_written_whole_in_few_reque
         monkeypatch.undo()
         for key, value in env.items():
             monkeypatch.setenv(key, value)
-        assert lake.read("claims", "pdf_v1", "doc1").column("a").to_pylist() == [1, 2]  # the old object, whole
+        assert lake.read("claims", "pdf_v1", "doc1").column("a").to_pylist() == [
+            1,
+            2,
+        ]  # the old object, whole
         assert [o["Key"] for o in client.list_objects_v2(Bucket="lakes")["Contents"]] == [
-            "root/claims/pdf_v1/doc1.parquet"]
+            "root/claims/pdf_v1/doc1.parquet"
+        ]
         assert lake.delete_document("doc1") == 1 and lake.read("claims", "pdf_v1", "doc1") is None
     finally:
         s3.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+
 class Block:
     """A top-level block: ``start``/``end`` are 0-based half-open line indices, without
     trailing blank lines. Headings carry ``level`` and their raw inline ``text``."""
@@ -63,9 +64,7 @@ _HTML_KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str] | None, bool], ...] = 
     (re.compile(r"<!\[CDATA\["), re.compile(r"\]\]>"), True),
     (re.compile(r"</?(?a:" + _HTML_BLOCK_NAMES + r")(?=\s|/?>|$)", re.IGNORECASE), None, True),
     (
-        re.compile(
-            r"(?:<[A-Za-z][A-Za-z0-9\-]*" + _ATTR + r"*\s*/?>|</[A-Za-z][A-Za-z0-9\-]*\s*>)\s*$"
-        ),
+        re.compile(r"(?:<[A-Za-z][A-Za-z0-9\-]*" + _ATTR + r"*\s*/?>|</[A-Za-z][A-Za-z0-9\-]*\s*>)\s*$"),
         None,
         False,
     ),
@@ -186,4 +185,3 @@ def _trim_blank(lines: Sequence[str], start: int, end: int) -> int:
     while end > start + 1 and _is_blank(lines[end - 1]):
         end -= 1
     return end
-

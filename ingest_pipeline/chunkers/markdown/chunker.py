@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
-
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
+from ingest_pipeline.chunkers.base import BaseChunker
 from ingest_pipeline.chunkers.markdown.blocks import _FENCE
 from ingest_pipeline.chunkers.markdown.config import MarkdownConfig
-from ingest_pipeline.chunkers.markdown.sections import DEFAULT_SKIP_HEADINGS, ParsedMarkdown
+from ingest_pipeline.chunkers.markdown.sections import ParsedMarkdown
 from ingest_pipeline.chunkers.markdown.text import hard_split, sentence_spans
 from ingest_pipeline.chunkers.markdown.validation import chunk_metrics, validate
 from ingest_pipeline.contract import CheckOutcome, ChunkPiece, PageChunks, PageOutput
@@ -77,9 +75,7 @@ class MarkdownChunker(BaseChunker):
     config: MarkdownConfig
 
     # -- chunking --------------------------------------------------------------------
-    def chunk(
-        self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]
-    ) -> tuple[PageChunks, ...]:
+    def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
         if media_type != MARKDOWN or not pages:
             return ()
         page = pages[0]

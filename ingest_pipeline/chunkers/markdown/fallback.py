@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ingest_pipeline.chunkers.markdown.blocks import Block, _trim_blank
+
 _MDIT: Any = None
 
 
@@ -63,8 +64,6 @@ def markdown_it_blocks(text: str, offset: int = 0) -> list[Block]:
         elif tok.type == "fence":
             last = lines[b - 1].strip(" \t")
             mark = tok.markup
-            block.broken = b - a < 2 or not (
-                last.startswith(mark) and not last.lstrip(mark[0]).strip(" \t")
-            )
+            block.broken = b - a < 2 or not (last.startswith(mark) and not last.lstrip(mark[0]).strip(" \t"))
         out.append(block)
     return out

@@ -6,11 +6,27 @@ import re
 from collections.abc import Sequence
 
 from ingest_pipeline.chunkers.markdown.blocks import (
-    _ATX, _BULLET, _FENCE, _HR, _HTML_KINDS, _MATH_LABEL_REV, _MAYBE_INTERRUPT, _ORDERED,
-    _SETEXT, Block, _atx_text, _content_offset, _fill_gaps, _html_kind, _indent, _is_blank,
-    _table_columns, _trim_blank,
+    _ATX,
+    _BULLET,
+    _FENCE,
+    _HR,
+    _HTML_KINDS,
+    _MATH_LABEL_REV,
+    _MAYBE_INTERRUPT,
+    _ORDERED,
+    _SETEXT,
+    Block,
+    _atx_text,
+    _content_offset,
+    _fill_gaps,
+    _html_kind,
+    _indent,
+    _is_blank,
+    _table_columns,
+    _trim_blank,
 )
 from ingest_pipeline.chunkers.markdown.fallback import markdown_it_blocks
+
 
 class _Scanner:
     """One pass over the lines of a document, producing its top-level blocks."""

@@ -12,9 +12,7 @@ from ingest_pipeline.chunkers.markdown.blocks import Block
 from ingest_pipeline.chunkers.markdown.scanner import scan_blocks
 from ingest_pipeline.chunkers.markdown.text import plain_text
 
-DEFAULT_SKIP_HEADINGS = frozenset(
-    {"indice", "sommario", "bibliografia", "ringraziamenti", "abbreviazioni"}
-)
+DEFAULT_SKIP_HEADINGS = frozenset({"indice", "sommario", "bibliografia", "ringraziamenti", "abbreviazioni"})
 _NUMBERING = re.compile(r"^(?:(?:[0-9]+(?:\.[0-9]+)*[.)]?|[ivxlcdm]+[.)]|[a-z][.)])\s*)+")
 
 
@@ -35,9 +33,7 @@ Section = tuple[tuple[tuple[int, str], ...], list[int]]
 class ParsedMarkdown:
     """A parsed document: lines, offsets, blocks and the sections they fall into."""
 
-    def __init__(
-        self, text: str, skip_headings: Iterable[str] = (), skip_pre_heading: bool = False
-    ) -> None:
+    def __init__(self, text: str, skip_headings: Iterable[str] = (), skip_pre_heading: bool = False) -> None:
         self.text = text
         self.lines, self.blocks = scan_blocks(text)
         self.line_starts = [0, *accumulate(len(x) + 1 for x in self.lines)]

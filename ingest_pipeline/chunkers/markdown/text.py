@@ -21,7 +21,7 @@ _INLINE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _PARK = 0xF0000  # a private-use plane
-_PARKED = re.compile("[\U000F0021-\U000F007E]")
+_PARKED = re.compile("[\U000f0021-\U000f007e]")
 
 
 def plain_text(markdown: str) -> str:

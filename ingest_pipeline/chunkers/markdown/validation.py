@@ -11,9 +11,8 @@ from ingest_pipeline.chunkers.markdown.scanner import scan_blocks
 from ingest_pipeline.chunkers.markdown.sections import ParsedMarkdown
 from ingest_pipeline.contract import CheckOutcome, ChunkPiece
 
-def validate(
-    text: str, pieces: Sequence[ChunkPiece], config: MarkdownConfig
-) -> tuple[CheckOutcome, ...]:
+
+def validate(text: str, pieces: Sequence[ChunkPiece], config: MarkdownConfig) -> tuple[CheckOutcome, ...]:
     """SPEC C56–C60: fences closed, no heading-only chunk, sizes, coverage, unique ids.
 
     Each chunk's Markdown is scanned on its own, so a chunk that cuts a fence or holds

@@ -135,8 +135,10 @@ def _extra_name(extra) -> str:
 
 
 def _grid_size(grids) -> int:
-    return 128 + sum(256 + sum(64 + len(getattr(c, "text", "") or "") for c in getattr(g, "cells", ()))
-                     for g in grids or ())
+    return 128 + sum(
+        256 + sum(64 + len(getattr(c, "text", "") or "") for c in getattr(g, "cells", ()))
+        for g in grids or ()
+    )
 
 
 def page_key(pdf, index: int) -> tuple[bytes, int] | None:
@@ -412,7 +414,9 @@ class PdfParagraphsChunker(BaseChunker):
 
 
 class TableConfig(ChunkerConfig):
-    max_table_chars: int = Field(default=2000, ge=50, description="split a table's rows over pieces past this size")
+    max_table_chars: int = Field(
+        default=2000, ge=50, description="split a table's rows over pieces past this size"
+    )
 
 
 class PdfTablesChunker(PdfParagraphsChunker):
@@ -507,7 +511,7 @@ class PdfTablesChunker(PdfParagraphsChunker):
         parts = pack_rows(header, [[r] for r in body], length, self.config.max_table_chars)
         pieces = []
         for k, order in enumerate(parts):
-            part = order[len(header):]
+            part = order[len(header) :]
             new_row = {r: i for i, r in enumerate(order)}
             cells = []
             boxes = []
@@ -534,7 +538,12 @@ class PdfTablesChunker(PdfParagraphsChunker):
             y0 = min(b[1] for b in boxes)
             x1 = max(b[2] for b in boxes)
             y1 = max(b[3] for b in boxes)
-            layout = Layout(role="table", table=TableLayout(rows=len(order), cols=grid.cols, cells=tuple(cells), header_rows=len(header)))
+            layout = Layout(
+                role="table",
+                table=TableLayout(
+                    rows=len(order), cols=grid.cols, cells=tuple(cells), header_rows=len(header)
+                ),
+            )
             piece = _text_piece(
                 text,
                 (x0, y0, x1, y1),

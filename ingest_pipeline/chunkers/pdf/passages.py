@@ -53,28 +53,45 @@ _YEAR = re.compile(r"\(?(?:19|20)\d\d\)?")
 
 
 class PassageConfig(ChunkerConfig):
-    target_tokens: int = Field(default=160, ge=16, description="close a passage once it holds this many tokens")
-    max_tokens: int = Field(default=224, ge=32, le=MODEL_LIMIT,
-                            description="hard maximum of a passage's embedding text, specials included; the "
-                                        "rest of the model's 256 is left for the document title")
+    target_tokens: int = Field(
+        default=160, ge=16, description="close a passage once it holds this many tokens"
+    )
+    max_tokens: int = Field(
+        default=224,
+        ge=32,
+        le=MODEL_LIMIT,
+        description="hard maximum of a passage's embedding text, specials included; the "
+        "rest of the model's 256 is left for the document title",
+    )
     heading_size: float = Field(default=1.15, gt=1.0, description="a heading's font size over the body's")
     max_heading_words: int = Field(default=16, ge=1)
-    title_size: float = Field(default=1.3, ge=0.0,
-                              description="the document's title: the largest short lines of its first page, when "
-                                          "their font is this many times the page's body size (0: never)")
+    title_size: float = Field(
+        default=1.3,
+        ge=0.0,
+        description="the document's title: the largest short lines of its first page, when "
+        "their font is this many times the page's body size (0: never)",
+    )
     max_title_words: int = Field(default=10, ge=1)
-    embed_headings: int = Field(default=1, ge=0, le=3,
-                                description="how many of the nearest headings of the path (it keeps three) lead the "
-                                            "embedding text; the chunk's header_path keeps them all")
-    page_numbers: bool = Field(default=False,
-                               description="keep a lone page number (7, F-36, Page 7 of 90, iv) that is a page's "
-                                           "lowest or highest line wherever it sits; by default it is left out like a "
-                                           "running footer when three pages print numbers of one series at "
-                                           "one offset from their page number")
-    embed_numbers: bool = Field(default=False,
-                                description="keep standalone numbers and the signs around them ($ 1,234 (5.6) %) in "
-                                            "the embedding text; years are kept either way, and the chunk's text "
-                                            "and keyword search keep every number")
+    embed_headings: int = Field(
+        default=1,
+        ge=0,
+        le=3,
+        description="how many of the nearest headings of the path (it keeps three) lead the "
+        "embedding text; the chunk's header_path keeps them all",
+    )
+    page_numbers: bool = Field(
+        default=False,
+        description="keep a lone page number (7, F-36, Page 7 of 90, iv) that is a page's "
+        "lowest or highest line wherever it sits; by default it is left out like a "
+        "running footer when three pages print numbers of one series at "
+        "one offset from their page number",
+    )
+    embed_numbers: bool = Field(
+        default=False,
+        description="keep standalone numbers and the signs around them ($ 1,234 (5.6) %) in "
+        "the embedding text; years are kept either way, and the chunk's text "
+        "and keyword search keep every number",
+    )
 
     @model_validator(mode="after")
     def _target_below_max(self):
@@ -128,8 +145,9 @@ def _union(boxes: Sequence[BBox | None]) -> BBox | None:
     real = [b for b in boxes if b is not None]
     if not real:
         return None
-    return validate_bbox((min(b[0] for b in real), min(b[1] for b in real),
-                          max(b[2] for b in real), max(b[3] for b in real)))
+    return validate_bbox(
+        (min(b[0] for b in real), min(b[1] for b in real), max(b[2] for b in real), max(b[3] for b in real))
+    )
 
 
 class HeadingPath:
@@ -234,8 +252,14 @@ def cover_title(lines, config: PassageConfig) -> str:
     if not sized or not config.title_size:
         return ""
     body = statistics.median_high(ln.size for ln in sized)
-    short = [ln for ln in sized if len(ln.text.split()) <= config.max_title_words and len(ln.text) <= _TITLE_CHARS
-             and _LETTER.search(ln.text) and not _CONTROL.search(ln.text)]
+    short = [
+        ln
+        for ln in sized
+        if len(ln.text.split()) <= config.max_title_words
+        and len(ln.text) <= _TITLE_CHARS
+        and _LETTER.search(ln.text)
+        and not _CONTROL.search(ln.text)
+    ]
     if not short:
         return ""
     top = max(ln.size for ln in short)
@@ -252,7 +276,7 @@ def _cut(text: str, budget: int) -> list[str]:
 
 def _nearest(path: tuple[str, ...], config: PassageConfig) -> tuple[str, ...]:
     """The headings that lead a passage's embedding text: the last ``embed_headings`` of its path."""
-    return path[len(path) - config.embed_headings:] if config.embed_headings else ()
+    return path[len(path) - config.embed_headings :] if config.embed_headings else ()
 
 
 def model_words(text: str) -> str:
@@ -278,16 +302,25 @@ def _embedding_text(text: str, prefix: tuple[str, ...], config: PassageConfig) -
     return None if embed == text else embed
 
 
-def _passage(packed: Sequence[tuple[str, BBox | None, str]], path: tuple[str, ...],
-             prefix: tuple[str, ...], config: PassageConfig) -> ChunkPiece:
+def _passage(
+    packed: Sequence[tuple[str, BBox | None, str]],
+    path: tuple[str, ...],
+    prefix: tuple[str, ...],
+    config: PassageConfig,
+) -> ChunkPiece:
     text = "\n".join(t for t, _, _ in packed)
     bbox = _union([b for _, b, _ in packed])
     regions = tuple(LayoutRegion(role, b) for _, b, role in packed if b is not None)
     embed = _embedding_text(text, prefix, config)
     return ChunkPiece(
-        text=text, bbox=bbox, bbox_reason=None if bbox else "unresolved",
-        layout=Layout(role="passage", regions=regions), header_path=path, content_type="passage",
-        embed_text=embed, meta={"regions": len(packed)},
+        text=text,
+        bbox=bbox,
+        bbox_reason=None if bbox else "unresolved",
+        layout=Layout(role="passage", regions=regions),
+        header_path=path,
+        content_type="passage",
+        embed_text=embed,
+        meta={"regions": len(packed)},
     )
 
 
@@ -302,9 +335,17 @@ def _table_passages(region: Region, path: tuple[str, ...], config: PassageConfig
     for part in split_to_limit(whole, token_offsets, config.max_tokens):  # sized with every number
         layout = part.layout
         box = part.bbox
-        out.append(replace(part, layout=Layout(role="table", table=layout.table if layout else None,
-                                               regions=(LayoutRegion("table", box),) if box else ()),
-                           embed_text=_embedding_text(part.text, prefix, config)))
+        out.append(
+            replace(
+                part,
+                layout=Layout(
+                    role="table",
+                    table=layout.table if layout else None,
+                    regions=(LayoutRegion("table", box),) if box else (),
+                ),
+                embed_text=_embedding_text(part.text, prefix, config),
+            )
+        )
     return out
 
 
@@ -318,9 +359,15 @@ def _is_heading_text(text: str, words: int) -> bool:
     solid = len("".join(text.split()))
     n = len(text.split())
     stripped = text.strip()
-    return bool(0 < n <= words and solid and letters >= 0.6 * solid and len(_NUMBER.findall(text)) <= 2
-                and (stripped[0].isupper() or stripped[0].isdigit())
-                and not stripped.endswith((",", ";", ":")) and not (n > 6 and stripped.endswith(".")))
+    return bool(
+        0 < n <= words
+        and solid
+        and letters >= 0.6 * solid
+        and len(_NUMBER.findall(text)) <= 2
+        and (stripped[0].isupper() or stripped[0].isdigit())
+        and not stripped.endswith((",", ";", ":"))
+        and not (n > 6 and stripped.endswith("."))
+    )
 
 
 class _Rows:
@@ -340,7 +387,9 @@ class _Rows:
     def near(self, mine):
         if self.whole:
             return self.lines
-        return self.lines[bisect_left(self.tops, mine.y0 - self.tallest - 1.0):bisect_right(self.tops, mine.y1)]
+        return self.lines[
+            bisect_left(self.tops, mine.y0 - self.tallest - 1.0) : bisect_right(self.tops, mine.y1)
+        ]
 
 
 def _alone_in_row(par, rows: _Rows) -> bool:
@@ -349,13 +398,16 @@ def _alone_in_row(par, rows: _Rows) -> bool:
     for mine in par.lines:
         height = mine.y1 - mine.y0
         for ln in rows.near(mine):
-            if id(ln) not in own and min(ln.y1, mine.y1) - max(ln.y0, mine.y0) > 0.5 * min(height, ln.y1 - ln.y0):
+            if id(ln) not in own and min(ln.y1, mine.y1) - max(ln.y0, mine.y0) > 0.5 * min(
+                height, ln.y1 - ln.y0
+            ):
                 return False
     return True
 
 
-def pdf_regions(lines, frame, running: set[int], grids, weights: Sequence[int], config: PassageConfig,
-                tables_chunker) -> tuple[list[Region], list[dict]]:
+def pdf_regions(
+    lines, frame, running: set[int], grids, weights: Sequence[int], config: PassageConfig, tables_chunker
+) -> tuple[list[Region], list[dict]]:
     """A text-layer page's regions in reading order, and the running lines left out.
     Headings are short paragraphs set larger than the page's body text, or bold where
     the body is not."""
@@ -390,13 +442,24 @@ def pdf_regions(lines, frame, running: set[int], grids, weights: Sequence[int], 
         bold = all(weight_of[id(ln)] >= 600 for ln in par.lines)
         larger = body_size > 0 and size >= config.heading_size * body_size
         level = 0.0
-        if (len(par.lines) <= 3 and first.direction == 0 and _is_heading_text(par.text, config.max_heading_words)
-                and _alone_in_row(par, rows)):
+        if (
+            len(par.lines) <= 3
+            and first.direction == 0
+            and _is_heading_text(par.text, config.max_heading_words)
+            and _alone_in_row(par, rows)
+        ):
             if larger or (bold and not body_bold and size >= 0.97 * body_size):  # not a small bold label
                 level = size / (body_size or size) + (0.05 if bold else 0.0)
         role = "heading" if level else "paragraph"
-        regions.append(Region(par.text, box, role, heading_level=level,
-                              parts=[(ln.text, frame.normalize(ln.box)) for ln in par.lines]))
+        regions.append(
+            Region(
+                par.text,
+                box,
+                role,
+                heading_level=level,
+                parts=[(ln.text, frame.normalize(ln.box)) for ln in par.lines],
+            )
+        )
     placed = []
     body_pars = [p for p in pars if p.role not in _RUNNING]  # aligned with ``regions``
     for g in grids:
@@ -409,17 +472,27 @@ def pdf_regions(lines, frame, running: set[int], grids, weights: Sequence[int], 
     return regions, left_out
 
 
-def ocr_regions(pieces: Sequence[ChunkPiece], heading_size: float, words: int) -> tuple[list[Region], list[dict]]:
+def ocr_regions(
+    pieces: Sequence[ChunkPiece], heading_size: float, words: int
+) -> tuple[list[Region], list[dict]]:
     """An OCR-read page's regions from lines@2's paragraphs (its role says heading by size)."""
     regions, left_out = [], []
     for piece in pieces:
         role = piece.layout.role if piece.layout else "paragraph"
         if role in _RUNNING:
-            left_out.append({"role": role, "text": piece.text, "bbox": list(piece.bbox) if piece.bbox else None})
+            left_out.append(
+                {"role": role, "text": piece.text, "bbox": list(piece.bbox) if piece.bbox else None}
+            )
             continue
         heading = role == "heading" and _is_heading_text(piece.text, words)
-        regions.append(Region(piece.text, piece.bbox, "heading" if heading else "paragraph",
-                              heading_level=heading_size if heading else 0.0))
+        regions.append(
+            Region(
+                piece.text,
+                piece.bbox,
+                "heading" if heading else "paragraph",
+                heading_level=heading_size if heading else 0.0,
+            )
+        )
     return regions, left_out
 
 
@@ -432,7 +505,14 @@ def _page_layout(pdf, index: int, tables_chunker):
 
     import pypdfium2.raw as raw
 
-    from ingest_pipeline.chunkers.pdf.page_layer import PAGE_EXTRAS, WEIGHTS, extra_key, keep_weights, page_key, page_lines
+    from ingest_pipeline.chunkers.pdf.page_layer import (
+        PAGE_EXTRAS,
+        WEIGHTS,
+        extra_key,
+        keep_weights,
+        page_key,
+        page_lines,
+    )
 
     lines, frame, n, _unit, grids = page_lines(pdf, index, tables_chunker._grids)
     if n <= 0:
@@ -457,9 +537,11 @@ class PdfPassagesChunker(BaseChunker):
 
     id = "pdf"
     version = 4
-    summary = ("a passage: consecutive paragraphs of one PDF page under one heading (or one table, split "
-               "between rows), sized in the embedder's tokens; its box, its regions' boxes and heading path; "
-               "the model reads it after its nearest heading, without its standalone numbers")
+    summary = (
+        "a passage: consecutive paragraphs of one PDF page under one heading (or one table, split "
+        "between rows), sized in the embedder's tokens; its box, its regions' boxes and heading path; "
+        "the model reads it after its nearest heading, without its standalone numbers"
+    )
     media_types = frozenset({mt.PDF})
     builtin = True
     opt_in = True
@@ -505,17 +587,22 @@ class PdfPassagesChunker(BaseChunker):
             if lines is None:
                 if po.page not in ocr:
                     continue
-                regions, left_out = ocr_regions(ocr[po.page], self.config.heading_size, self.config.max_heading_words)
+                regions, left_out = ocr_regions(
+                    ocr[po.page], self.config.heading_size, self.config.max_heading_words
+                )
             else:
-                regions, left_out = pdf_regions(lines, frame, running.get(po.page, set()), grids, weights,
-                                                self.config, tables)
+                regions, left_out = pdf_regions(
+                    lines, frame, running.get(po.page, set()), grids, weights, self.config, tables
+                )
             for region, n in zip(regions, count_tokens([r.text for r in regions])):
                 region.tokens = n
             passages = pack_page(regions, outline, self.config)
             if passages and left_out:
                 passages[0] = replace(passages[0], meta={**passages[0].meta, "left_out": left_out})
             if passages and po.page == 1 and lines is not None:
-                title = cover_title([ln for i, ln in enumerate(lines) if i not in running.get(1, set())], self.config)
+                title = cover_title(
+                    [ln for i, ln in enumerate(lines) if i not in running.get(1, set())], self.config
+                )
                 if title:
                     passages[0] = replace(passages[0], meta={**passages[0].meta, "document_title": title})
             out.append(PageChunks(page=po.page, pieces=tuple(passages)))
@@ -524,6 +611,9 @@ class PdfPassagesChunker(BaseChunker):
     def metrics(self, answer: tuple[PageChunks, ...]) -> dict:
         pieces = [p for pc in answer for p in pc.pieces]
         tokens = count_tokens([p.embed_text or p.text for p in pieces])
-        return {"passages": len(pieces), "tables": sum(1 for p in pieces if p.content_type == "table"),
-                "mean_tokens": round(statistics.mean(tokens), 1) if tokens else 0.0,
-                "max_tokens": max(tokens) + _SPECIALS if tokens else 0}
+        return {
+            "passages": len(pieces),
+            "tables": sum(1 for p in pieces if p.content_type == "table"),
+            "mean_tokens": round(statistics.mean(tokens), 1) if tokens else 0.0,
+            "max_tokens": max(tokens) + _SPECIALS if tokens else 0,
+        }

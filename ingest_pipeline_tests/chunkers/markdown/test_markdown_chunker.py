@@ -305,7 +305,12 @@ def test_sentence_splitting_copes_with_abbreviations_and_unicode():
     assert split("See e.g. Smith et al. Later work too.") == ["See e.g. Smith et al. Later work too."]
     assert split("Mr. J. Smith came. Then he left.") == ["Mr. J. Smith came.", "Then he left."]
     assert split("Fine. «Quote» next. Óscar came. Ústí too. Çà va. 2024 was good.") == [
-        "Fine.", "«Quote» next.", "Óscar came.", "Ústí too.", "Çà va.", "2024 was good.",
+        "Fine.",
+        "«Quote» next.",
+        "Óscar came.",
+        "Ústí too.",
+        "Çà va.",
+        "2024 was good.",
     ]
     assert split("version 1.2 is out. it continues lowercase.") == [
         "version 1.2 is out. it continues lowercase."
@@ -438,12 +443,17 @@ def test_validator_catches_what_the_chunker_might_get_wrong():
     text = "# A\n\n```\ncode\n```\n\n" + sentences(20) + "\n"
     good = chunk(text)
     # a chunk cut inside the fence
-    cut = ChunkPiece(text="# A\n\n```\ncode", bbox_reason="no_geometry", meta={**good[0].meta, "end_char": 13})
+    cut = ChunkPiece(
+        text="# A\n\n```\ncode", bbox_reason="no_geometry", meta={**good[0].meta, "end_char": 13}
+    )
     out = check(text, [cut, *good[1:]])
     assert not out["fences_closed"].passed
     # an oversized chunk without the overflow flag
-    big = ChunkPiece(text=text.rstrip("\n"), bbox_reason="no_geometry",
-                     meta={**good[0].meta, "start_char": 0, "end_char": len(text) - 1})
+    big = ChunkPiece(
+        text=text.rstrip("\n"),
+        bbox_reason="no_geometry",
+        meta={**good[0].meta, "start_char": 0, "end_char": len(text) - 1},
+    )
     assert not check(text, [big])["sizes_within_bounds"].passed
     # a heading-only chunk
     head = ChunkPiece(text="# A", bbox_reason="no_geometry", meta={**good[0].meta, "end_char": 3})
@@ -500,7 +510,10 @@ def test_paragraph_then_dashes_is_setext_h2_not_a_break():
     text = "Some words\n---\n\nbody\n\n***\n\nafter\n"
     _lines, blocks = scan_blocks(text)
     assert [(b.kind, b.level) for b in blocks] == [
-        ("heading", 2), ("paragraph", 0), ("thematic_break", 0), ("paragraph", 0),
+        ("heading", 2),
+        ("paragraph", 0),
+        ("thematic_break", 0),
+        ("paragraph", 0),
     ]
     assert chunk(text)[0].header_path == ("Some words",)
 
@@ -532,7 +545,9 @@ def test_header_path_is_plain_text():
     text = "# The *quick* [brown](http://x.y) `fox` **jumps** ![img](a.png)\n\nbody text\n"
     (p,) = chunk(text)
     assert p.header_path == ("The quick brown fox jumps",)
-    assert plain_text("a \\*literal\\* star and __bold__ and ~~gone~~") == "a *literal* star and bold and gone"
+    assert (
+        plain_text("a \\*literal\\* star and __bold__ and ~~gone~~") == "a *literal* star and bold and gone"
+    )
 
 
 def test_level_jumps_and_duplicate_titles():
@@ -579,7 +594,9 @@ def test_lazy_continuations_go_to_markdown_it():
     # markdown-it: the col-0 line ends the list inside its fence, and the indented fence
     # that follows opens a top-level fence that runs on
     assert [(b.kind, b.start, b.end) for b in blocks][:3] == [
-        ("list", 0, 2), ("paragraph", 2, 3), ("code", 3, 8),
+        ("list", 0, 2),
+        ("paragraph", 2, 3),
+        ("code", 3, 8),
     ]
     text = "> quoted\nlazy continuation\n\n# H\n\nbody\n"
     _lines, blocks = scan_blocks(text)
@@ -606,7 +623,8 @@ def test_crlf_and_blank_documents():
         pieces = answer[0].pieces
         assert not any("\r" in p.text for p in pieces), ending
         assert [(p.text, p.header_path, p.meta["start_line"], p.meta["end_line"]) for p in pieces] == [
-            (p.text, p.header_path, p.meta["start_line"], p.meta["end_line"]) for p in expected[0].pieces]
+            (p.text, p.header_path, p.meta["start_line"], p.meta["end_line"]) for p in expected[0].pieces
+        ]
         outcomes = {o.name: o for o in MarkdownChunker().check(raw, "text/markdown", pages, answer)}
         assert outcomes["source_lines_covered"].passed, ending
     for blank in (b"", b"\r\n\r\n", b" \r \n\t\r\n"):

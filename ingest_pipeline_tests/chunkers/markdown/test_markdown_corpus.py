@@ -16,7 +16,9 @@ from ingest_pipeline.readers.text import decode_text
 from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
 
 DIRS = (CORPUS / "files" / "md", CORPUS / "markdown-bench" / "files")
-FILES = sorted(p for d in DIRS if d.is_dir() for p in d.rglob("*") if p.is_file() and p.suffix in (".md", ".mdx"))
+FILES = sorted(
+    p for d in DIRS if d.is_dir() for p in d.rglob("*") if p.is_file() and p.suffix in (".md", ".mdx")
+)
 
 pytestmark = requires_corpus
 
@@ -78,7 +80,9 @@ def test_every_corpus_file_chunks_within_the_guarantees(documents):
         sizes = outcomes["sizes_within_bounds"]
         assert not sizes.metadata["over_max_unflagged"], path.name
         assert not sizes.metadata["overflow_not_single_block"], path.name
-        assert outcomes["no_heading_only_chunk"].severity == "warn" or outcomes["no_heading_only_chunk"].passed
+        assert (
+            outcomes["no_heading_only_chunk"].severity == "warn" or outcomes["no_heading_only_chunk"].passed
+        )
 
         reference = markdown_it_blocks(text)
         source_broken = any(b.kind == "code" and b.broken for b in reference)

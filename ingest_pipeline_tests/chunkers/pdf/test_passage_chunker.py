@@ -7,8 +7,8 @@ from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.pdf.passages import PdfPassagesChunker
 from ingest_pipeline.contract import validate_bbox
 from ingest_pipeline.embedding.minilm import MiniLMEmbedder
-from ingest_pipeline_tests.pdf_writer import PdfWriter
 from ingest_pipeline_tests.chunkers.pdf.test_pdf_lines import text_pages
+from ingest_pipeline_tests.pdf_writer import PdfWriter
 
 PDF = mt.PDF
 FILLER = "Net sales grew in every segment while costs of goods sold fell slightly over the year"
@@ -23,8 +23,12 @@ def _model_tokens(text: str) -> int:
 
 
 def _contains(outer, inner) -> bool:
-    return outer[0] <= inner[0] + 1e-9 and outer[1] <= inner[1] + 1e-9 and outer[2] >= inner[2] - 1e-9 \
+    return (
+        outer[0] <= inner[0] + 1e-9
+        and outer[1] <= inner[1] + 1e-9
+        and outer[2] >= inner[2] - 1e-9
         and outer[3] >= inner[3] - 1e-9
+    )
 
 
 def test_a_heading_starts_a_passage_and_leads_the_next_pages_embedding_text():
@@ -36,7 +40,9 @@ def test_a_heading_starts_a_passage_and_leads_the_next_pages_embedding_text():
     w.page().text(72, 720, "Operating margin widened as freight costs eased.", 10)
     first, second = _passages(w.to_bytes())
     assert [p.text.split("\n")[0] for p in first.pieces] == [
-        "Our products are sold through retail and direct channels.", "Results of Operations"]
+        "Our products are sold through retail and direct channels.",
+        "Results of Operations",
+    ]
     before, after = first.pieces
     assert "Revenue" in after.text and "Revenue" not in before.text
     assert after.header_path == ("Results of Operations",) and before.header_path == ()
@@ -56,8 +62,9 @@ def _table_page(w: PdfWriter, rows: int):
     p.grid([72, 250, 400], ys)
     p.text(76, top - 15, "Quarter", 10).text(254, top - 15, "Revenue", 10)
     for r in range(1, rows + 1):
-        p.text(76, top - 15 - 20 * r, f"quarter {r} of the fiscal year", 10).text(254, top - 15 - 20 * r,
-                                                                                  f"{r * 1000}.00", 10)
+        p.text(76, top - 15 - 20 * r, f"quarter {r} of the fiscal year", 10).text(
+            254, top - 15 - 20 * r, f"{r * 1000}.00", 10
+        )
     p.text(72, ys[-1] - 30, "Figures are unaudited and in thousands of dollars.", 10)
 
 
@@ -135,7 +142,10 @@ def test_the_first_pages_largest_short_lines_name_the_document_in_its_first_pass
     w = PdfWriter()  # nothing stands out from the body, or the largest line is a sentence: no title
     _cover(w, ("Notes to the statements", 11))
     assert all("document_title" not in p.meta for p in _passages(w.to_bytes())[0].pieces)
-    for line in ("a long line set large that reads like a sentence rather than a name of anything", "X" * 400):
+    for line in (
+        "a long line set large that reads like a sentence rather than a name of anything",
+        "X" * 400,
+    ):
         w = PdfWriter()
         _cover(w, (line, 24))
         assert all("document_title" not in p.meta for p in _passages(w.to_bytes())[0].pieces)
@@ -163,10 +173,14 @@ def test_the_model_reads_the_nearest_heading_and_no_standalone_numbers_while_the
     (carried,) = _passages(w.to_bytes())[1].pieces
     assert carried.header_path == ("Financial Statements", "Notes to the Statements", "Long-Term Debt")
     assert carried.text == "After 2019 2020 2021 $ 745 $ 1,330 (1,698) 12.5% total"
-    assert carried.embed_text == "Long-Term Debt\nAfter 2019 2020 2021 total"  # years stay: questions name them
+    assert (
+        carried.embed_text == "Long-Term Debt\nAfter 2019 2020 2021 total"
+    )  # years stay: questions name them
 
     (whole,) = _passages(w.to_bytes(), embed_headings=3, embed_numbers=True)[1].pieces
-    assert whole.embed_text == "Financial Statements\nNotes to the Statements\nLong-Term Debt\n" + carried.text
+    assert (
+        whole.embed_text == "Financial Statements\nNotes to the Statements\nLong-Term Debt\n" + carried.text
+    )
     (bare,) = _passages(w.to_bytes(), embed_headings=0)[1].pieces
     assert bare.embed_text == "After 2019 2020 2021 total"
 
@@ -206,7 +220,9 @@ def test_a_printed_page_number_mid_page_is_left_out_like_a_running_footer():
     for page in answer:
         (piece,) = page.pieces
         assert piece.text.startswith(FILLER) and not piece.text.rstrip().endswith(("7", "8", "9", "10"))
-        assert [(o["role"], o["text"]) for o in piece.meta["left_out"]] == [("page_footer", str(page.page + 6))]
+        assert [(o["role"], o["text"]) for o in piece.meta["left_out"]] == [
+            ("page_footer", str(page.page + 6))
+        ]
     kept = _passages(w.to_bytes(), page_numbers=True)
     assert [p.pieces[-1].text.split("\n")[-1] for p in kept] == ["7", "8", "9", "10"]
 
@@ -218,7 +234,9 @@ def test_a_lone_number_that_does_not_count_pages_stays_in_the_text():
     answer = _passages(w.to_bytes())
     texts = ["\n".join(p.text for p in page.pieces) for page in answer]
     assert texts[0].endswith("4\n2") and texts[1].endswith("x") and texts[2].endswith("31")
-    assert all(o["role"] != "page_footer" for page in answer for p in page.pieces for o in p.meta.get("left_out", []))
+    assert all(
+        o["role"] != "page_footer" for page in answer for p in page.pieces for o in p.meta.get("left_out", [])
+    )
 
 
 def test_the_row_index_finds_a_line_sharing_a_row_exactly_as_a_walk_over_the_page_does():
@@ -233,9 +251,12 @@ def test_the_row_index_finds_a_line_sharing_a_row_exactly_as_a_walk_over_the_pag
 
     def walk(par, lines) -> bool:
         own = {id(ln) for ln in par.lines}
-        return not any(id(ln) not in own
-                       and min(ln.y1, mine.y1) - max(ln.y0, mine.y0) > 0.5 * min(mine.y1 - mine.y0, ln.y1 - ln.y0)
-                       for mine in par.lines for ln in lines)
+        return not any(
+            id(ln) not in own
+            and min(ln.y1, mine.y1) - max(ln.y0, mine.y0) > 0.5 * min(mine.y1 - mine.y0, ln.y1 - ln.y0)
+            for mine in par.lines
+            for ln in lines
+        )
 
     rng = random.Random(7)
     answers = {True: 0, False: 0}

@@ -23,10 +23,10 @@ from ingest_pipeline.chunkers.pdf.page_layer import (
     PdfTablesChunker,
 )
 from ingest_pipeline.contract import SourceBytes, validate_bbox
-from ingest_pipeline.stages.merge import Claim, merge_claims
 from ingest_pipeline.readers import read_pages
 from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline.readers.pdf import DocumentError
+from ingest_pipeline.stages.merge import Claim, merge_claims
 from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
 
 PDF_DIR = CORPUS / "files" / "pdf"
@@ -79,7 +79,9 @@ def answers(corpus):
     return out
 
 
-def reference_words(content: bytes, password: str | None) -> dict[int, tuple[list[str], dict[str, tuple[str, str]]]]:
+def reference_words(
+    content: bytes, password: str | None
+) -> dict[int, tuple[list[str], dict[str, tuple[str, str]]]]:
     """Per page: the words of PDFium's get_text_range, and for the words it joined over
     a hyphenated line end, their two printed halves."""
     import pypdfium2 as pdfium
@@ -93,7 +95,10 @@ def reference_words(content: bytes, password: str | None) -> dict[int, tuple[lis
             text = textpage.get_text_range()
             textpage.close()
             page.close()
-            halves = {m.group(1) + m.group(2): (m.group(1), m.group(2)) for m in re.finditer(r"(\w+)\ufffe(\w+)", text)}
+            halves = {
+                m.group(1) + m.group(2): (m.group(1), m.group(2))
+                for m in re.finditer(r"(\w+)\ufffe(\w+)", text)
+            }
             out[i + 1] = (WORD.findall(text.replace(HYPHEN, "")), halves)
         return out
     finally:

@@ -160,7 +160,10 @@ def test_scanned_page_read_by_ocr_is_left_to_lines():  # T-P7 (pdf@1 side; OCR i
     (reader_page,) = text_pages(content)
     assert reader_page.status == "unreadable"
     ocr_page = PageOutput(
-        page=1, status="read", reader="rapidocr@1", text="SCANNED",
+        page=1,
+        status="read",
+        reader="rapidocr@1",
+        text="SCANNED",
         lines=(LocatedLine("SCANNED", (100, 200, 400, 240), space=(1020, 1320)),),
     )
     assert chunk(content, (ocr_page,)) == ()
@@ -271,7 +274,8 @@ def test_chunker_modules_import_no_parser():
     code = (
         "import sys\n"
         "import ingest_pipeline.chunkers.pdf.page_layer, ingest_pipeline.chunkers.lines\n"
-        "import ingest_pipeline.layout.pdfium_text, ingest_pipeline.layout.paragraphs, ingest_pipeline.layout.ruled_tables\n"
+        "import ingest_pipeline.layout.pdfium_text, "
+        "ingest_pipeline.layout.paragraphs, ingest_pipeline.layout.ruled_tables\n"
         "import ingest_pipeline.readers.ocr\n"
         "heavy = ('pypdfium2', 'rapidocr_onnxruntime', 'numpy', 'PIL', 'cv2', 'onnxruntime')\n"
         "print(','.join(m for m in heavy if m in sys.modules))\n"
@@ -284,8 +288,8 @@ def test_the_pdf_versions_share_each_pages_extracted_lines_and_answer_exactly_as
     """pdf@1-4 lay out the same pages: the first to reach a page extracts its lines, the others
     take a copy (the layout steps change their lines, so a copy must be fresh), and each
     version's answer is the one it gives on its own. Other bytes never hit."""
-    from ingest_pipeline.chunkers.pdf.passages import PdfPassagesChunker
     from ingest_pipeline.chunkers.pdf.page_layer import PAGE_LINES, PdfParagraphsChunker, PdfTablesChunker
+    from ingest_pipeline.chunkers.pdf.passages import PdfPassagesChunker
 
     w = PdfWriter()
     for n in range(2):
@@ -339,8 +343,8 @@ def test_pdf4_places_the_tables_and_weights_the_others_found_without_loading_a_p
     answers exactly as it does alone (a bold heading and a ruled table included)."""
     import pypdfium2
 
-    from ingest_pipeline.chunkers.pdf.passages import PdfPassagesChunker
     from ingest_pipeline.chunkers.pdf.page_layer import PAGE_EXTRAS, PAGE_LINES, PdfTablesChunker
+    from ingest_pipeline.chunkers.pdf.passages import PdfPassagesChunker
 
     w = PdfWriter()
     for n in range(2):

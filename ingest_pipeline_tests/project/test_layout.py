@@ -1,0 +1,131 @@
+"""The house's rules, checked on the package's own source: no import circle (function-local
+imports count), a short top level, and no module over 500 lines without a reason."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "ingest_pipeline"
+NAME = PACKAGE.name
+
+
+def modules(root: Path = PACKAGE) -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its ``__init__``)."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package's modules ``name`` imports anywhere in its source (top level, inside
+    functions, under ``TYPE_CHECKING``): ``from a import b`` counts as ``a.b`` when that is
+    a module, else as ``a``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                if full in known:
+                    found.add(full)
+                elif target in known:
+                    found.add(target)
+    found.discard(name)
+    return found
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = counter
+                    counter += 1
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph[step]))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    groups.append(sorted(group))
+    return groups
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    found = modules(root)
+    return {name: imports_of(name, path, set(found)) for name, path in found.items()}
+
+
+def test_the_package_has_no_import_circle_counting_function_local_imports():
+    assert circles(import_graph()) == []
+
+
+def test_the_circle_finder_sees_a_circle_hidden_in_a_function(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.sub import b\n")
+    (package / "sub" / "b.py").write_text("def late():\n    from pkg import c\n")
+    (package / "c.py").write_text("from pkg.a import thing\n")
+    (package / "d.py").write_text("from pkg import a\n")
+    assert circles(import_graph(package)) == [["pkg.a", "pkg.c", "pkg.sub.b"]]
+
+
+def test_the_top_level_holds_at_most_thirteen_modules():
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= 13, top
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_a_module_over_500_lines_says_why_in_its_docstring(path):
+    lines = path.read_text(encoding="utf-8").count("\n")
+    if lines <= 500:
+        return
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    assert "over 500 lines" in doc.lower() or "long:" in doc.lower(), (
+        f"{path.name}: {lines} lines, no reason given"
+    )
