@@ -95,7 +95,7 @@ def _claims(data: str):
 def _chunk_maps(data: str):
     from ingest_pipeline import stages
     from ingest_pipeline.resources import parts_for
-    from ingest_pipeline.stages.chunk_map import chunk_map_findings
+    from ingest_pipeline.stages.chunk_checks import chunk_map_findings
 
     p = parts_for(data)
     p.embedder.count_tokens(["warm up"])

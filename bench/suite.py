@@ -193,9 +193,10 @@ def plain_loop(p, folder: Path, batch: int | None = None) -> dict:
     from ingest_pipeline import stages
     from ingest_pipeline.documents import collect
     from ingest_pipeline.runtime.isolation import ParseWorker
-    from ingest_pipeline.stages.chunk_map import chunk_map_findings, page_picture
+    from ingest_pipeline.stages.chunk_checks import chunk_map_findings
     from ingest_pipeline.stages.claims import claim_findings
     from ingest_pipeline.stages.index import index_findings
+    from ingest_pipeline.stages.page_pictures import page_picture
     from ingest_pipeline.storage.catalog import build_catalog
 
     parser = ParseWorker(p.settings.parse_timeout, p.settings.parse_memory_bytes)

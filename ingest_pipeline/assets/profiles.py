@@ -42,13 +42,9 @@ from ingest_pipeline.resources import (
 )
 from ingest_pipeline.runtime import progress
 from ingest_pipeline.settings import Profile
-from ingest_pipeline.stages.chunk_map import (
-    chunk_map_findings,
-    chunk_row_findings,
-    page_picture,
-    page_text_finding,
-)
+from ingest_pipeline.stages.chunk_checks import chunk_map_findings, chunk_row_findings, page_text_finding
 from ingest_pipeline.stages.index import index_findings
+from ingest_pipeline.stages.page_pictures import page_picture
 
 CHUNK_MAP_CHECKS = {
     "valid_boxes": "Every chunk box is inside the page, with x0 < x1 and y0 < y1.",

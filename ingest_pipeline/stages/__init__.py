@@ -14,13 +14,7 @@ below are re-exported so ``from ingest_pipeline.stages import X`` keeps working;
 name in the module that owns it.
 """
 
-from ingest_pipeline.stages.chunk_map import (
-    build_chunk_map,
-    document_title,
-    empty_reason,
-    texts_ahead,
-    withdraw_chunk_map,
-)
+from ingest_pipeline.stages.chunk_map import build_chunk_map, empty_reason, withdraw_chunk_map
 from ingest_pipeline.stages.claims import chunk_document, run_chunker
 from ingest_pipeline.stages.common import (
     FORCE_TAG,
@@ -37,6 +31,7 @@ from ingest_pipeline.stages.common import (
     guarded,
     record_error,
 )
+from ingest_pipeline.stages.embedding_text import document_title, texts_ahead
 from ingest_pipeline.stages.embeddings import EmbeddingCache, EmbeddingPrefetch, embed_documents
 from ingest_pipeline.stages.index import finished, index_document
 from ingest_pipeline.stages.pages import load_pages, read_document

@@ -17,9 +17,12 @@ import hashlib
 import logging
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.runtime.memo import BoundedMemo
+from ingest_pipeline.stages.sources import load_source, source_bytes
+from ingest_pipeline.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -310,3 +313,43 @@ def _draw_label(
     y = min(y, max(height - tag_h, 0))
     draw.rectangle((x, y, x + tag_w - 1, y + tag_h - 1), fill=ink)
     draw.text((x + pad - bx0, y + pad - by0), text, fill=text_ink, font=font)
+
+
+def page_picture(store: Store, passwords: Any, rows: list[dict[str, Any]]) -> str | None:
+    """Markdown showing the first page with geometry among ``rows``, its chunk boxes drawn
+    on the page rendered from the source bytes (None when no row has a box, or the bytes
+    can no longer be read)."""
+    from ingest_pipeline.readers.base import password_for
+    from ingest_pipeline.stages.page_pictures import preview_markdown_image, render_page_preview
+
+    first = next((r for r in rows if r["bbox"] is not None), None)
+    if first is None:
+        return None
+    same_page = [
+        r
+        for r in rows
+        if r["document_id"] == first["document_id"] and r["page"] == first["page"] and r["bbox"] is not None
+    ]
+    try:
+        source, _ = load_source(store, first["document_id"])
+        content = source_bytes(source)
+    except Exception:
+        return None
+    aspect = None
+    for row in store.page_rows(first["document_id"]):
+        if row["page"] == first["page"] and row["width"] and row["height"]:
+            aspect = row["width"] / row["height"]
+    boxes = [(r["bbox"]["x0"], r["bbox"]["y0"], r["bbox"]["x1"], r["bbox"]["y1"]) for r in same_page]
+    png = render_page_preview(
+        content,
+        source["media_type"],
+        first["page"],
+        boxes,
+        labels=[str(r["index"]) for r in same_page],
+        aspect=aspect,
+        password=password_for(source["path"], passwords),
+    )
+    if png is None:
+        return None
+    where = f"{first['path']}, page {first['page']}"
+    return f"{where}:\n\n" + preview_markdown_image(png, f"{first['path']} p{first['page']}")

@@ -11,7 +11,7 @@ from ingest_pipeline.readers import read_pages, reader_ids
 from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import SERVED_PROFILE, builtin_profiles
-from ingest_pipeline.stages.chunk_map import Expander
+from ingest_pipeline.stages.embedding_text import Expander
 from ingest_pipeline.stages.merge import Claim, merge_claims
 from ingest_pipeline_tests.chunkers.pdf.test_pdf_corpus import FACTS, OPENABLE, PDF_DIR
 

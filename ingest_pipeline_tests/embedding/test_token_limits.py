@@ -93,7 +93,7 @@ def test_the_coverage_check_flags_a_page_whose_words_are_missing():
     assert not result.passed and result.metadata["count"].value == 1
 
     # a page's words counted with their repeats: a word said twice on the page counts twice
-    from ingest_pipeline.stages.chunk_map import page_text_finding
+    from ingest_pipeline.stages.chunk_checks import page_text_finding
 
     repeated = [{"document_id": "d", "page": 1, "text": "alpha alpha alpha beta"}]
     assert (
@@ -109,7 +109,7 @@ def test_the_coverage_check_reads_words_as_lowering_them_one_by_one_would():
     import re
     import sys
 
-    from ingest_pipeline.stages.chunk_map import _WORD, _words
+    from ingest_pipeline.stages.chunk_checks import _WORD, _words
 
     samples = [
         "ΟΔΟΣ'Α and ΟΔΟΣ",
@@ -362,7 +362,8 @@ def test_the_chunk_map_grid_check_fails_a_table_part_whose_rows_do_not_match_its
     # the chunk map's own summary finds the same through the same check
     import pyarrow as pa
 
-    from ingest_pipeline.stages.chunk_map import Merged, _summary
+    from ingest_pipeline.stages.chunk_map import _summary
+    from ingest_pipeline.stages.merge_stored import Merged
 
     def summarized(layout):
         chunks = pa.table(
@@ -384,7 +385,7 @@ def test_a_profile_counts_only_the_texts_no_profile_counted_before(embedder):
     the second counts only its own new texts, with the counts a fresh count gives; the
     kept counts forget the oldest texts once they hold more characters than their bound."""
     from ingest_pipeline.settings import Profile
-    from ingest_pipeline.stages import chunk_map
+    from ingest_pipeline.stages import embedding_text
 
     asked: list[str] = []
 
@@ -401,15 +402,15 @@ def test_a_profile_counts_only_the_texts_no_profile_counted_before(embedder):
     marker = "sluice gate 4471"  # texts no other test counts in this process
     shared = [f"{marker}: the {n}th paragraph on valves." for n in range(6)]
     own = [f"{marker}: the line about pump {n}." for n in range(3)]
-    first = chunk_map.Expander(Profile(name="layout"), Counting(), "a.pdf")
+    first = embedding_text.Expander(Profile(name="layout"), Counting(), "a.pdf")
     assert first.counts(shared) == embedder.count_tokens(shared)
     assert sorted(asked) == sorted(shared)
     asked.clear()
-    second = chunk_map.Expander(Profile(name="tables"), Counting(), "a.pdf")
+    second = embedding_text.Expander(Profile(name="tables"), Counting(), "a.pdf")
     assert second.counts(shared + own) == embedder.count_tokens(shared + own)
     assert sorted(asked) == sorted(own)
 
-    kept = chunk_map._Counted()
+    kept = embedding_text._Counted()
     kept.LIMIT, kept.SHARE = 2 * kept.ENTRY, 1  # room for two counts
     kept.keep("m", {t: 1 for t in shared})
     assert list(kept.counts("m", shared)) == shared[-2:]  # the newest that fit, the oldest gone

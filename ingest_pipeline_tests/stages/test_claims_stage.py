@@ -75,7 +75,7 @@ def test_what_a_stage_keeps_in_memory_is_what_its_asset_would_read_back(data_dir
     """The chunk map's checks and the claims' metadata are computed from what the stages
     hold (``Outcome.kept``) instead of reading back what they wrote: on a PDF with boxes and
     tables and on Markdown, the kept rows, pages and metadata give exactly the stored ones."""
-    from ingest_pipeline.stages.chunk_map import chunk_map_findings
+    from ingest_pipeline.stages.chunk_checks import chunk_map_findings
     from ingest_pipeline_tests.dagster_helpers import fresh_pipeline
 
     write(
@@ -136,7 +136,7 @@ def test_a_chunk_map_reads_only_the_claims_that_win_and_tokenizes_each_text_once
 
     from ingest_pipeline.contract import PageChunks
     from ingest_pipeline.embedding.token_limits import split_to_limit
-    from ingest_pipeline.stages.chunk_map import document_title
+    from ingest_pipeline.stages.embedding_text import document_title
     from ingest_pipeline.stages.merge import Claim, merge_claims
 
     write(
@@ -222,8 +222,9 @@ def test_the_chunk_map_merged_as_tables_is_the_one_merged_piece_by_piece(data_di
     Markdown whose long sections are cut, so its chunk ids are numbered anew."""
     import json
 
-    from ingest_pipeline.stages.chunk_map import Expander, _merged_by_pieces, merge_claim_tables
     from ingest_pipeline.stages.claims import claim_metas
+    from ingest_pipeline.stages.embedding_text import Expander
+    from ingest_pipeline.stages.merge_stored import _merged_by_pieces, merge_claim_tables
 
     # dense in tokens (digits and signs), so markdown@1's 1,200-character chunks exceed the model's 256
     section = " ".join(f"Valve V-{i}/a.{i % 7} reads {i}.{i % 9}-{i % 5}/b;" for i in range(120))
@@ -280,7 +281,7 @@ def test_the_served_embedding_texts_name_the_document_as_its_first_page_does(dat
     import json
 
     from ingest_pipeline.contract import ChunkPiece
-    from ingest_pipeline.stages.chunk_map import with_named_title
+    from ingest_pipeline.stages.embedding_text import with_named_title
     from ingest_pipeline_tests.pdf_writer import PdfWriter
 
     w = PdfWriter()

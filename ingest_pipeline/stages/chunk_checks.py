@@ -1,0 +1,160 @@
+"""The chunk map's checks, as findings over a batch's chunk rows: valid boxes, unique ids, no empty
+chunk, within the embedder's token limit, table grids consistent with their text, and each
+read page's words found in that page's chunks."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from ingest_pipeline.contract import ContractError, Layout, validate_bbox
+from ingest_pipeline.stages.common import (
+    Finding,
+)
+from ingest_pipeline.storage.store import Store
+
+
+def _table_grid_problem(text: str, layout_json: str | None, meta_json: str | None) -> str | None:
+    """What is wrong with a table chunk's text against its cell grid (None if nothing, or
+    not a table), from the row's stored layout and meta: only a table's layout has a grid
+    to check, the others are not parsed; a ragged table says so in its meta."""
+    from ingest_pipeline.chunkers.grid import _grid_problem
+
+    if not layout_json or '"table"' not in layout_json:
+        return None
+    layout = Layout.from_json(layout_json)
+    if layout is None or layout.table is None:
+        return None
+    return _grid_problem(text, layout.table, '"ragged": true' in (meta_json or ""))
+
+
+COVERAGE_FLOOR = 0.95
+
+
+_WORD = re.compile(r"\w+")
+
+
+def chunk_map_findings(
+    store: Store,
+    profile: str,
+    documents: Sequence[str],
+    max_tokens: int,
+    kept: dict[str, dict[str, Any]] | None = None,
+) -> tuple[dict[str, list[dict[str, Any]]], list[Finding]]:
+    """A batch's chunk rows per document (image bytes left out) and the chunk map's checks
+    over them: each document's rows and pages are read once, or taken from ``kept`` (per
+    document, the ``rows`` and ``pages`` the stage just wrote and read)."""
+    kept = kept or {}
+
+    def held_or_read(doc: str, key: str, read):
+        held = kept.get(doc, {})
+        return held[key] if key in held else read()
+
+    rows_by_doc = {
+        doc: held_or_read(doc, "rows", lambda: store.chunk_rows(profile, doc)) for doc in documents
+    }
+    rows = [r for doc in documents for r in rows_by_doc[doc]]
+    columns = ["document_id", "page", "status", "text"]
+    pages_read = [
+        r
+        for doc in documents
+        for r in held_or_read(doc, "pages", lambda: store.page_rows(doc, columns=columns))
+        if r["status"] == "read" and r["text"]
+    ]
+    return rows_by_doc, [*chunk_row_findings(rows, max_tokens), page_text_finding(pages_read, rows)]
+
+
+def _words(text: str) -> list[str]:
+    """The text's words in lower case. The text is lowered whole first when that is the
+    same as lowering word by word: when every character lowers to one character (a
+    character that lowers to one keeps being, or not being, a word character: checked
+    over all of Unicode) and there is no capital sigma, whose lower case depends on what
+    follows it. Otherwise word by word ("İ" lowers to two characters, one of them not a
+    word character)."""
+    lowered = text.lower()
+    if text.isascii() or (len(lowered) == len(text) and "\u03a3" not in text):
+        return _WORD.findall(lowered)
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -> Finding:
+    """Each read page's words (as its reader read them) appear in that page's chunks, at
+    least COVERAGE_FLOOR of them (chunk text need not rebuild the page text exactly)."""
+    texts: dict[tuple[str, int], list[str]] = {}
+    for row in rows:
+        if row.get("text"):
+            texts.setdefault((row["document_id"], row["page"]), []).append(row["text"])
+    # a page's chunk texts read as one (a space between them splits no word): one call a page
+    chunk_words = {key: set(_words(" ".join(parts))) for key, parts in texts.items()}
+    low = []
+    for page in pages:
+        words = _words(page["text"])
+        if not words:
+            continue
+        have = chunk_words.get((page["document_id"], page["page"]), set())
+        share = sum(n for w, n in Counter(words).items() if w in have) / len(words)
+        if share < COVERAGE_FLOOR:
+            low.append({"document": page["document_id"], "page": page["page"], "covered": round(share, 3)})
+    return Finding(
+        "page_text_covered",
+        not low,
+        "pages_below_floor",
+        low,
+        {"count": len(low), "pages": len(pages), "floor": COVERAGE_FLOOR},
+        warn=True,
+    )
+
+
+def chunk_row_findings(rows: list[dict[str, Any]], max_tokens: int) -> list[Finding]:
+    """Valid boxes, unique chunk ids, no empty chunk, within the token limit (or flagged),
+    table grids consistent with their text."""
+    bad_boxes, empty, over, grids = [], [], [], []
+    flagged = 0
+    seen, dupes = set(), []
+    for row in rows:
+        where = {"document": row.get("document_id"), "page": row.get("page"), "chunk_id": row["chunk_id"]}
+        if row["bbox"] is not None:
+            b = row["bbox"]
+            try:
+                validate_bbox((b["x0"], b["y0"], b["x1"], b["y1"]))
+            except ContractError as exc:
+                bad_boxes.append({**where, "error": str(exc)})
+        if row["chunk_id"] in seen:
+            dupes.append(where)
+        seen.add(row["chunk_id"])
+        if (
+            not (row.get("text") or "").strip()
+            and row.get("content_type") != "image"
+            and row.get("text") is not None
+        ):
+            empty.append(where)
+        meta = row.get("meta") or ""
+        if '"token_overflow": true' in meta:
+            flagged += 1
+        problem = _table_grid_problem(row.get("text") or "", row.get("layout"), meta)
+        if problem:
+            grids.append(
+                {
+                    "document": row["document_id"],
+                    "page": row["page"],
+                    "chunk_id": row["chunk_id"],
+                    "problem": problem,
+                }
+            )
+        if row.get("tokens") and row["tokens"] > max_tokens and '"token_overflow": true' not in meta:
+            over.append({**where, "tokens": row["tokens"]})
+    return [
+        Finding("valid_boxes", not bad_boxes, "invalid", bad_boxes, {"count": len(bad_boxes)}),
+        Finding("unique_chunk_ids", not dupes, "duplicates", dupes, {"count": len(dupes)}),
+        Finding("no_empty_chunks", not empty, "empty", empty, {"count": len(empty)}),
+        Finding(
+            "within_token_limit",
+            not over,
+            "over_limit_unflagged",
+            over,
+            {"count": len(over), "flagged": flagged, "max_tokens": max_tokens},
+        ),
+        Finding("table_grid_consistent", not grids, "tables", grids, {"count": len(grids)}),
+    ]

@@ -1,0 +1,204 @@
+"""A profile's merge over the stored claims: the first version in order to claim a page wins it
+whole (the rule of stages.merge), read from the claim tables as Arrow, with the pieces'
+embedding texts made by the profile's Expander and parts of pieces over the model's limit in
+place of their piece."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingest_pipeline.contract import PageOutput
+from ingest_pipeline.embedding.token_limits import relink, relinked_metas
+from ingest_pipeline.registry import ChunkerInfo
+from ingest_pipeline.stages.claims import load_winning_claims
+from ingest_pipeline.stages.embedding_text import Expander, named_title
+from ingest_pipeline.stages.merge import merge_claims
+from ingest_pipeline.storage import tables
+from ingest_pipeline.storage.store import Store, claim_pieces, meta_json, piece_row
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Merged:
+    """A document's chunk map before its ids: the winning claims' rows (table ``claims``'s
+    columns, each row's own chunker and config hash) in chunk order, the embedding texts
+    as the profile makes them, parts of split pieces in place of their piece, blank text
+    left out; what the merge dropped, and the chunker versions that raised."""
+
+    table: pa.Table
+    dropped: dict[str, int]
+    failed: list[str]
+
+
+PIECE_COLUMNS = tuple(
+    name
+    for name in tables.CLAIMS.names
+    if name in tables.CHUNKS.names
+    and name not in ("document_id", "page", "chunker", "config_hash", "source_sha256", "run_id")
+)
+
+
+def merge_claim_tables(
+    store: Store,
+    order: Sequence[ChunkerInfo],
+    metas: Sequence[dict[str, Any]],
+    document: str,
+    pages: Sequence[PageOutput],
+    expand: Expander,
+) -> Merged | None:
+    """``merge_claims`` and the profile's ``Expander`` over the stored claims as Arrow tables:
+    the first version in order to claim a page wins it whole, text on failed or unreadable
+    pages and on pages the document does not have is dropped, and only a piece that does
+    not pass the Expander whole becomes a ``ChunkPiece`` (a claim of pdf@1 holds thousands
+    of lines; decoding each into a piece and encoding it again was most of a chunk map's
+    time). None for a claim written without today's columns."""
+    status = {p.page: p.status for p in pages}
+    known = pa.array(sorted(status), pa.int32())
+    taken: set[int] = set()
+    won: list[pa.Table] = []
+    failed: list[str] = []
+    dropped = {"failed_page_text": 0, "whitespace": 0, "unknown_page": 0}
+    for info, meta in zip(order, metas, strict=True):
+        if meta.get("error") is not None:
+            log.warning("chunker %s raised on %s and was skipped: %s", info.ref, document, meta["error"])
+            failed.append(info.ref)
+            continue
+        claimed = meta.get("claimed_pages")
+        wins: set[int] = set()
+        if claimed is not None:
+            wins = {p for p in claimed if p in status and p not in taken}
+            taken |= wins
+            if not wins and all(p in status for p in claimed):
+                continue
+        claim = store.claim_table(info.asset_name, document)
+        if claim is None or not claim.num_rows:
+            continue
+        if claim.schema.names != tables.CLAIMS.names:
+            return None  # written before today's columns: the pieces' way reads it
+        page = claim.column("page")
+        if claimed is None:
+            wins = set(pc.unique(page).to_pylist()) & set(status) - taken
+            taken |= wins
+        dropped["unknown_page"] += claim.num_rows - pc.sum(pc.is_in(page, value_set=known)).as_py()
+        claim = claim.filter(pc.is_in(page, value_set=pa.array(sorted(wins), pa.int32())))
+        if claim.num_rows:
+            config_hash = meta.get("config_hash", info.config_hash)
+            for name, value in (("chunker", info.ref), ("config_hash", config_hash)):
+                claim = claim.set_column(
+                    claim.schema.get_field_index(name), name, pa.array([value] * claim.num_rows, pa.string())
+                )
+            won.append(claim)
+    table = pa.concat_tables(won) if won else tables.CLAIMS.empty_table()
+    table = table.sort_by([("page", "ascending"), ("piece", "ascending")])
+    broken = [p for p, s in status.items() if s in ("failed", "unreadable")]
+    if broken:
+        text_there = pc.and_(
+            pc.is_in(table.column("page"), value_set=pa.array(broken, pa.int32())),
+            pc.is_null(table.column("image")),
+        )
+        dropped["failed_page_text"] = pc.sum(text_there).as_py() or 0
+        table = table.filter(pc.invert(text_there))
+
+    is_text = pc.is_null(table.column("image")).to_pylist()
+    rows = [i for i, t in enumerate(is_text) if t]
+    texts = table.column("text").to_pylist()
+    embeds = table.column("embed_text").to_pylist()
+    metas_of = table.column("meta").to_pylist()
+    named = ""
+    if expand.title:
+        named = named_title(
+            json.loads(metas_of[i]) for i in rows if metas_of[i] and "document_title" in metas_of[i]
+        )
+    planned, passes = expand.plan([texts[i] for i in rows], [embeds[i] for i in rows], named)
+    if expand.title:
+        for i, embed in zip(rows, planned):
+            embeds[i] = embed
+        table = table.set_column(
+            table.schema.get_field_index("embed_text"), "embed_text", pa.array(embeds, pa.string())
+        )
+    misfits = [i for i, ok in zip(rows, passes) if not ok]
+    misfit_pieces = claim_pieces(table.take(pa.array(misfits, pa.int64()))) if misfits else []
+    parts = {i: expand.fit(piece) for i, (_, piece) in zip(misfits, misfit_pieces)}
+
+    keep: list[int] = []
+    extra: list[dict[str, Any]] = []
+    columns = (
+        {name: table.column(name).to_pylist() for name in ("page", "chunker", "config_hash")} if parts else {}
+    )
+    for i, text in enumerate(texts):
+        if i in parts:
+            for piece in parts[i]:
+                if not piece.is_image and (not piece.text or not piece.text.strip()):
+                    dropped["whitespace"] += 1
+                    continue
+                keep.append(table.num_rows + len(extra))
+                extra.append(
+                    {
+                        "document_id": document,
+                        "piece": 0,
+                        **piece_row(piece),
+                        **{name: values[i] for name, values in columns.items()},
+                    }
+                )
+        elif is_text[i] and (not text or not text.strip()):
+            dropped["whitespace"] += 1
+        else:
+            keep.append(i)
+    if extra:
+        table = pa.concat_tables([table, pa.Table.from_pylist(extra, schema=tables.CLAIMS)])
+    if extra or len(keep) != table.num_rows:  # parts stand where their piece stood
+        table = table.take(pa.array(keep, pa.int64()))
+    return Merged(_relinked(table), {k: v for k, v in dropped.items() if v}, failed)
+
+
+def _relinked(table: pa.Table) -> pa.Table:
+    """``relink`` over the merged rows: only Markdown chunks' metas are read."""
+    column = table.column("meta")
+    if not pc.any(pc.match_substring(column, "chk_")).as_py():
+        return table
+    metas = column.to_pylist()
+    marked = [i for i, m in enumerate(metas) if m and "chk_" in m]
+    renumbered = relinked_metas([json.loads(metas[i]) for i in marked])
+    if not renumbered:
+        return table
+    for k, meta in renumbered.items():
+        metas[marked[k]] = meta_json(meta)
+    return table.set_column(table.schema.get_field_index("meta"), "meta", pa.array(metas, pa.string()))
+
+
+def _merged_by_pieces(
+    store: Store,
+    order: Sequence[ChunkerInfo],
+    metas: Sequence[dict[str, Any]],
+    document: str,
+    pages: Sequence[PageOutput],
+    expand: Expander,
+) -> Merged:
+    """``Merged`` the way ``merge_claims`` makes it, piece by piece, then ``relink``."""
+    claims = load_winning_claims(store, order, metas, document, pages)
+    chunk_map = merge_claims(document, pages, claims, expand=expand)
+    relinked = relink([c.piece for c in chunk_map.chunks])
+    rows = [
+        {
+            "document_id": document,
+            "page": c.page,
+            "piece": c.index,
+            **piece_row(p),
+            "chunker": c.chunker,
+            "config_hash": c.config_hash,
+        }
+        for c, p in zip(chunk_map.chunks, relinked)
+    ]
+    return Merged(
+        pa.Table.from_pylist(rows, schema=tables.CLAIMS),
+        chunk_map.dropped,
+        [c.chunker for c in claims if c.error],
+    )
