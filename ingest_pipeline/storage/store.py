@@ -11,6 +11,9 @@ where they do not, it is said here:
 - asset ``chunk_map_<profile>`` writes table ``chunks/<profile>`` (the public view
   ``chunks``);
 - asset ``lancedb_<profile>`` writes the marker table ``indexed/<profile>``.
+
+Over 500 lines: one typed method for each need of every stage, in one place, is what lets
+no other module name a lake table or a path in the lake.
 """
 
 from __future__ import annotations
