@@ -45,6 +45,7 @@ from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.chunk_checks import chunk_map_findings, chunk_row_findings, page_text_finding
 from ingest_pipeline.stages.index import index_findings
 from ingest_pipeline.stages.page_pictures import page_picture
+from ingest_pipeline.storage.vector_index import table_name
 
 CHUNK_MAP_CHECKS = {
     "valid_boxes": "Every chunk box is inside the page, with x0 < x1 and y0 < y1.",
@@ -190,7 +191,8 @@ def build_profile_assets(
         kinds={"lancedb"},
         pool="lancedb",
         code_version=str(stages.STAGE_VERSIONS["lancedb"]),
-        description=f"Profile '{profile.name}': the documents' rows in LanceDB table chunks_{profile.name}.",
+        description=f"Profile '{profile.name}': the documents' rows in LanceDB table "
+        f"{table_name(profile.name)}.",
         metadata={"profile": profile.name},
         check_specs=[
             AssetCheckSpec(
@@ -232,7 +234,7 @@ def build_profile_assets(
             outcomes,
             started,
             lambda o: {
-                "table": f"chunks_{profile.name}",
+                "table": table_name(profile.name),
                 "document_rows": counts.get(o.document, 0),
                 "table_rows": table_rows,
             },

@@ -238,8 +238,8 @@ def cmd_inspect(args) -> int:
     source = inspection.find_source(p.lake, args.document)
     if source is None:
         print(
-            f"no document {args.document!r} (use a document_id or its path as listed by: "
-            f'ingest-pipeline query "select document_id, path from sources")',
+            f"no document {args.document!r}: give a document_id, or a path as the sources view lists it "
+            "(ingest-pipeline query 'table sources')",
             file=sys.stderr,
         )
         return 1

@@ -25,7 +25,7 @@ from ingest_pipeline.stages import (
     reconcile,
 )
 from ingest_pipeline.stages.reconcile import contiguous_batches
-from ingest_pipeline.storage import catalog
+from ingest_pipeline.storage import catalog, queries
 from ingest_pipeline.storage.freshness import Freshness
 
 # In-process runs log to the Dagster instance (the UI shows them); the terminal gets errors only.
@@ -263,8 +263,7 @@ def _summarize(
         return
     errors = query(
         store,
-        "SELECT document_id, stage, reason FROM errors WHERE list_contains(?, document_id) "
-        "ORDER BY document_id, stage",
+        queries.ERRORS_OF_DOCUMENTS,
         [wanted],
         con=con,
     ).to_pylist()
@@ -321,7 +320,7 @@ def _summarize(
             report.empty[doc] = reason
     report.chunks = query(
         store,
-        "SELECT count(*) AS n FROM chunks WHERE profile = ? AND list_contains(?, document_id)",
+        queries.PROFILE_CHUNK_COUNT,
         [profile, wanted],
         con=con,
     ).to_pylist()[0]["n"]

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from ingest_pipeline.storage import queries
 from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.storage.lake import Lake
 
@@ -27,9 +28,7 @@ TEXT_FIELDS = ("text", "embed_text", "content")
 
 def find_source(lake: Lake, ref: str) -> dict[str, Any] | None:
     """The sources row of a document named by its document_id or its path."""
-    rows = query(
-        lake, "SELECT * FROM sources WHERE document_id = ? OR path = ? ORDER BY document_id", [ref, ref]
-    ).to_pylist()
+    rows = query(lake, queries.SOURCE_BY_ID_OR_PATH, [ref, ref]).to_pylist()
     return rows[0] if rows else None
 
 
@@ -52,21 +51,15 @@ def source_record(source: dict[str, Any]) -> dict[str, Any]:
 
 
 def page_records(lake: Lake, document: str) -> list[dict[str, Any]]:
-    rows = query(lake, "SELECT * FROM pages WHERE document_id = ? ORDER BY page", [document]).to_pylist()
-    lines = {
-        r["page"]: r["n"]
-        for r in query(
-            lake, "SELECT page, count(*) AS n FROM page_lines WHERE document_id = ? GROUP BY page", [document]
-        ).to_pylist()
-    }
+    rows = query(lake, queries.PAGES_OF_DOCUMENT, [document]).to_pylist()
+    lines = {r["page"]: r["n"] for r in query(lake, queries.LINE_COUNTS_BY_PAGE, [document]).to_pylist()}
     return [{"record": "page", **row, "located_lines": lines.get(row["page"], 0)} for row in rows]
 
 
 def claim_records(lake: Lake, document: str, chunker: str | None = None) -> list[dict[str, Any]]:
     rows = query(
         lake,
-        "SELECT * FROM claims WHERE document_id = ? AND (? IS NULL OR chunker = ?) "
-        "ORDER BY chunker, page, piece",
+        queries.CLAIMS_OF_DOCUMENT,
         [document, chunker, chunker],
     ).to_pylist()
     return _positioned([{"record": "claim", **row} for row in rows], key="chunker")
@@ -78,15 +71,11 @@ def chunk_records(
     """The profile's chunks of the document, each with its vector and cache status."""
     rows = query(
         lake,
-        "SELECT * FROM chunks WHERE document_id = ? AND profile = ? AND (? IS NULL OR chunker = ?) "
-        'ORDER BY page, "index"',
+        queries.CHUNKS_OF_DOCUMENT,
         [document, profile, chunker, chunker],
     ).to_pylist()
     vectors = {
-        r["chunk_id"]: r
-        for r in query(
-            lake, "SELECT * FROM embeddings WHERE document_id = ? AND profile = ?", [document, profile]
-        ).to_pylist()
+        r["chunk_id"]: r for r in query(lake, queries.VECTORS_OF_DOCUMENT, [document, profile]).to_pylist()
     }
     records = []
     for row in rows:
@@ -121,7 +110,7 @@ def _positioned(records: list[dict[str, Any]], key: str | None = None) -> list[d
 
 
 def error_records(lake: Lake, document: str) -> list[dict[str, Any]]:
-    rows = query(lake, "SELECT * FROM errors WHERE document_id = ? ORDER BY stage", [document]).to_pylist()
+    rows = query(lake, queries.ERRORS_OF_DOCUMENT, [document]).to_pylist()
     return [{"record": "error", **row} for row in rows]
 
 

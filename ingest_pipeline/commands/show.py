@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingest_pipeline import media_types as mt
+from ingest_pipeline.storage import queries
 from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.storage.lake import Lake
 
@@ -101,8 +102,7 @@ def _boxes(rows: list[dict[str, Any]]) -> Panel:
 def chunk_panel(lake: Lake, document: str, page: int, profile: str) -> Panel:
     rows = query(
         lake,
-        "SELECT bbox, role, text FROM chunks WHERE document_id = ? AND profile = ? AND page = ? "
-        'ORDER BY "index"',
+        queries.CHUNK_BOXES_ON_PAGE,
         [document, profile, page],
     ).to_pylist()
     panel = _boxes(rows)
@@ -113,8 +113,7 @@ def chunk_panel(lake: Lake, document: str, page: int, profile: str) -> Panel:
 def claim_panel(lake: Lake, document: str, page: int, chunker: str) -> Panel:
     rows = query(
         lake,
-        "SELECT bbox, role, text FROM claims WHERE document_id = ? AND chunker = ? AND page = ? "
-        "ORDER BY piece",
+        queries.CLAIM_BOXES_ON_PAGE,
         [document, chunker, page],
     ).to_pylist()
     panel = _boxes(rows)
@@ -128,14 +127,13 @@ def first_page_with_boxes(
     if chunkers:
         rows = query(
             lake,
-            "SELECT min(page) AS page FROM claims WHERE document_id = ? AND list_contains(?, chunker) "
-            "AND bbox IS NOT NULL",
+            queries.FIRST_CLAIMED_PAGE_WITH_BOX,
             [document, list(chunkers)],
         ).to_pylist()
     else:
         rows = query(
             lake,
-            "SELECT min(page) AS page FROM chunks WHERE document_id = ? AND profile = ? AND bbox IS NOT NULL",
+            queries.FIRST_CHUNK_PAGE_WITH_BOX,
             [document, profile],
         ).to_pylist()
     return rows[0]["page"] if rows else None
@@ -284,12 +282,7 @@ def show_page(
     did = source["document_id"]
     if page is None:
         page = first_page_with_boxes(p.lake, did, profile, chunkers) or 1
-    pages = {
-        r["page"]: r
-        for r in query(
-            p.lake, "SELECT page, width, height FROM pages WHERE document_id = ?", [did]
-        ).to_pylist()
-    }
+    pages = {r["page"]: r for r in query(p.lake, queries.PAGE_SIZES, [did]).to_pylist()}
     if page not in pages:
         raise ShowError(f"{source['path']} has no page {page} (it has {len(pages)})")
     if chunkers:
@@ -298,9 +291,7 @@ def show_page(
             if (
                 not panel.boxes
                 and not panel.without_box
-                and not query(
-                    p.lake, "SELECT 1 FROM claims WHERE document_id = ? AND chunker = ? LIMIT 1", [did, c]
-                ).num_rows
+                and not query(p.lake, queries.HAS_CLAIMS_OF_CHUNKER, [did, c]).num_rows
             ):
                 panel.title = f"{c}: no claims for this document (it disclaimed it, or no profile runs it)"
     else:

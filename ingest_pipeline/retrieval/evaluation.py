@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ingest_pipeline.stages import EmbeddingCache
+from ingest_pipeline.storage import queries
 from ingest_pipeline.storage.catalog import query
 
 if TYPE_CHECKING:
@@ -195,7 +196,7 @@ def set_documents(parts: Parts, qs: QuestionSet) -> dict[str, str]:
     from ingest_pipeline.documents import collect
 
     ids = {e.document_id for e in collect(parts.settings, [qs.documents])}
-    rows = query(parts.lake, "select document_id, path from sources").to_pylist()
+    rows = query(parts.lake, queries.SOURCE_PATHS).to_pylist()
     return {r["document_id"]: r["path"] for r in rows if r["document_id"] in ids}
 
 
@@ -213,8 +214,7 @@ def eval_index(parts: Parts, profile: str, docs: dict[str, str], folder: str):
     index = VectorIndex(folder, parts.embedder.dim)
     table = query(
         parts.lake,
-        "select * exclude (image) from chunks where profile = ? "
-        "and document_id in (select unnest(?::VARCHAR[])) and text is not null",
+        queries.PROFILE_CHUNKS_OF_DOCUMENTS,
         [profile, sorted(docs)],
     )
     rows = table.to_pylist()
@@ -267,8 +267,7 @@ def baseline_units(parts: Parts, docs: dict[str, str]) -> dict[str, list[tuple[s
     pages = (
         query(
             parts.lake,
-            "select document_id, page, text from pages where status = 'read' "
-            "and document_id in (select unnest(?::VARCHAR[])) order by document_id, page",
+            queries.READ_PAGE_TEXTS_OF_DOCUMENTS,
             [sorted(docs)],
         ).to_pylist()
         if docs
@@ -295,8 +294,7 @@ def baseline_units(parts: Parts, docs: dict[str, str]) -> dict[str, list[tuple[s
 def profile_stats(parts: Parts, profile: str, docs: dict[str, str]) -> tuple[int, float]:
     row = query(
         parts.lake,
-        "select count(*) as n, avg(tokens) as t from chunks where profile = ? "
-        "and document_id in (select unnest(?::VARCHAR[])) and text is not null",
+        queries.PROFILE_CHUNK_COUNT_AND_MEAN_TOKENS,
         [profile, sorted(docs)],
     ).to_pylist()[0]
     return row["n"], float(row["t"] or 0.0)
