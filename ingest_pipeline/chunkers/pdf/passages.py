@@ -549,7 +549,8 @@ class PdfPassagesChunker(BaseChunker):
 
     def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
         from ingest_pipeline.chunkers.lines import LineParagraphsChunker
-        from ingest_pipeline.chunkers.pdf.page_layer import PdfTablesChunker, opened_pdf
+        from ingest_pipeline.chunkers.pdf.page_layer import opened_pdf
+        from ingest_pipeline.chunkers.pdf.tables import PdfTablesChunker
         from ingest_pipeline.layout.paragraphs import page_number_lines, running_lines
 
         if not pages:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.pdf.page_layer import PdfLinesChunker
+from ingest_pipeline.chunkers.pdf.lines import PdfLinesChunker
 from ingest_pipeline.contract import LocatedLine, PageOutput, validate_bbox
 from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline.readers.pdf import PdfTextReader
@@ -273,7 +273,9 @@ def test_encrypted_pdf_is_read_with_the_password_its_content_carries():
 def test_chunker_modules_import_no_parser():
     code = (
         "import sys\n"
-        "import ingest_pipeline.chunkers.pdf.page_layer, ingest_pipeline.chunkers.lines\n"
+        "import ingest_pipeline.chunkers.pdf.page_layer, ingest_pipeline.chunkers.pdf.lines\n"
+        "import ingest_pipeline.chunkers.pdf.paragraphs, ingest_pipeline.chunkers.pdf.tables\n"
+        "import ingest_pipeline.chunkers.lines\n"
         "import ingest_pipeline.layout.pdfium_text, "
         "ingest_pipeline.layout.paragraphs, ingest_pipeline.layout.ruled_tables\n"
         "import ingest_pipeline.readers.ocr\n"
@@ -288,8 +290,10 @@ def test_the_pdf_versions_share_each_pages_extracted_lines_and_answer_exactly_as
     """pdf@1-4 lay out the same pages: the first to reach a page extracts its lines, the others
     take a copy (the layout steps change their lines, so a copy must be fresh), and each
     version's answer is the one it gives on its own. Other bytes never hit."""
-    from ingest_pipeline.chunkers.pdf.page_layer import PAGE_LINES, PdfParagraphsChunker, PdfTablesChunker
+    from ingest_pipeline.chunkers.pdf.page_layer import PAGE_LINES
+    from ingest_pipeline.chunkers.pdf.paragraphs import PdfParagraphsChunker
     from ingest_pipeline.chunkers.pdf.passages import PdfPassagesChunker
+    from ingest_pipeline.chunkers.pdf.tables import PdfTablesChunker
 
     w = PdfWriter()
     for n in range(2):
@@ -343,8 +347,9 @@ def test_pdf4_places_the_tables_and_weights_the_others_found_without_loading_a_p
     answers exactly as it does alone (a bold heading and a ruled table included)."""
     import pypdfium2
 
-    from ingest_pipeline.chunkers.pdf.page_layer import PAGE_EXTRAS, PAGE_LINES, PdfTablesChunker
+    from ingest_pipeline.chunkers.pdf.page_layer import PAGE_EXTRAS, PAGE_LINES
     from ingest_pipeline.chunkers.pdf.passages import PdfPassagesChunker
+    from ingest_pipeline.chunkers.pdf.tables import PdfTablesChunker
 
     w = PdfWriter()
     for n in range(2):
