@@ -8,8 +8,7 @@ import logging
 import os
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.base import BaseChunker
-from ingest_pipeline.chunkers.pdf.page_layer import opened_pdf, page_lines, text_piece
+from ingest_pipeline.chunkers.pdf.page_layer import PageLayer, PdfChunker, text_piece
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 
 log = logging.getLogger(__name__)
@@ -28,7 +27,7 @@ def chunk_dpi() -> float:
     return dpi if 1.0 <= dpi <= 1200.0 else DEFAULT_DPI
 
 
-class PdfLinesChunker(BaseChunker):
+class PdfLinesChunker(PdfChunker):
     """pdf@1: one chunk per visual line; failed or unreadable pages become images."""
 
     id = "pdf"
@@ -37,8 +36,8 @@ class PdfLinesChunker(BaseChunker):
     media_types = frozenset({mt.PDF})
     builtin = True
 
-    def __init__(self, config=None) -> None:
-        super().__init__(config)
+    def __init__(self, config=None, layer: PageLayer | None = None) -> None:
+        super().__init__(config, layer)
         # Read once, when built: the worker process renders with the DPI that was hashed.
         self.render_dpi = chunk_dpi()
 
@@ -51,7 +50,7 @@ class PdfLinesChunker(BaseChunker):
         if not pages:
             return ()
         out: list[PageChunks] = []
-        with opened_pdf(content) as pdf:
+        with self.layer.opened(content) as pdf:
             if pdf is None:
                 return ()
             count = len(pdf)
@@ -66,7 +65,7 @@ class PdfLinesChunker(BaseChunker):
                 if po.status != "read":
                     continue  # blank: nothing, not even a picture
                 try:
-                    lines, frame, n, _unit, _ = page_lines(pdf, po.page - 1)
+                    lines, frame, n, _unit, _ = self.layer.page_lines(pdf, po.page - 1)
                 except Exception:  # noqa: BLE001 - one broken page costs only itself
                     log.warning("pdf@1 could not lay out page %d", po.page, exc_info=True)
                     continue

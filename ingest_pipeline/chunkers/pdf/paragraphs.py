@@ -6,23 +6,22 @@ from __future__ import annotations
 import logging
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.base import BaseChunker
-from ingest_pipeline.chunkers.pdf.page_layer import opened_pdf, page_lines, text_piece
+from ingest_pipeline.chunkers.pdf.page_layer import PageLayer, PdfChunker, text_piece
 from ingest_pipeline.contract import ChunkPiece, Layout, PageChunks, PageOutput
 
 log = logging.getLogger(__name__)
 
 
-def _document_lines(pdf, pages: tuple[PageOutput, ...], extra=None):
-    """Per readable page with a text layer: (PageOutput, lines, frame, extra). Pages
-    that fail to lay out are skipped (they cost only themselves)."""
+def _document_lines(layer: PageLayer, pdf, pages: tuple[PageOutput, ...], extra=None):
+    """Per readable page with a text layer, laid out through ``layer``: (PageOutput, lines,
+    frame, extra). Pages that fail to lay out are skipped (they cost only themselves)."""
     found = []
     count = len(pdf)
     for po in pages:
         if po.status != "read" or not 1 <= po.page <= count:
             continue
         try:
-            lines, frame, n, _unit, more = page_lines(pdf, po.page - 1, extra)
+            lines, frame, n, _unit, more = layer.page_lines(pdf, po.page - 1, extra)
         except Exception:  # noqa: BLE001
             log.warning("layout failed on page %d", po.page, exc_info=True)
             continue
@@ -57,7 +56,7 @@ def _running(found) -> list[set[int]]:
     return per_page
 
 
-class PdfParagraphsChunker(BaseChunker):
+class PdfParagraphsChunker(PdfChunker):
     """pdf@2: the lines of pdf@1 grouped into paragraphs; renders nothing.
 
     Its walk is pdf@3's too: ``page_extra`` adds per-page work on the loaded page (pdf@3
@@ -74,10 +73,10 @@ class PdfParagraphsChunker(BaseChunker):
     def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
         if not pages:
             return ()
-        with opened_pdf(content) as pdf:
+        with self.layer.opened(content) as pdf:
             if pdf is None:
                 return ()
-            found = _document_lines(pdf, pages, self.page_extra)
+            found = _document_lines(self.layer, pdf, pages, self.page_extra)
         out = []
         for (po, lines, frame, extra), running in zip(found, _running(found)):
             out.append(PageChunks(page=po.page, pieces=tuple(self.page_pieces(lines, frame, running, extra))))

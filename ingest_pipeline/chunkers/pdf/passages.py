@@ -29,7 +29,7 @@ from dataclasses import replace
 from pydantic import Field, model_validator
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
+from ingest_pipeline.chunkers.base import ChunkerConfig
 from ingest_pipeline.chunkers.pdf.packing import (
     MODEL_LIMIT,
     SPECIALS,
@@ -38,6 +38,8 @@ from ingest_pipeline.chunkers.pdf.packing import (
     count_tokens,
     pack_page,
 )
+from ingest_pipeline.chunkers.pdf.page_layer import PageLayer, PdfChunker
+from ingest_pipeline.chunkers.pdf.tables import PdfTablesChunker
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 
 log = logging.getLogger(__name__)
@@ -270,44 +272,36 @@ def ocr_regions(
     return regions, left_out
 
 
-def _page_layout(pdf, index: int, tables_chunker):
+def _page_layout(layer: PageLayer, pdf, index: int, tables: PdfTablesChunker):
     """(lines, frame, chars, grids, weights) of one page (lock held), through the walk
-    pdf@1-3 share: what they kept of the page in this process (lines, ruled tables, the
-    lines' weights), else the page loaded and laid out now. Weights evicted from the memo
-    (or a document the memo does not key) cost one more load."""
-    import ctypes
-
-    import pypdfium2.raw as raw
-
-    from ingest_pipeline.chunkers.pdf.page_layer import (
-        PAGE_EXTRAS,
-        WEIGHTS,
-        extra_key,
-        keep_weights,
-        page_key,
-        page_lines,
-    )
-
-    lines, frame, n, _unit, grids = page_lines(pdf, index, tables_chunker._grids)
+    pdf@1-3 share: what ``layer`` kept of the page (lines, ruled tables, the lines'
+    weights), else the page loaded and laid out now. Weights evicted from the memo (or a
+    document the layer does not key) cost one more load."""
+    lines, frame, n, _unit, grids = layer.page_lines(pdf, index, tables._grids)
     if n <= 0:
         return [], frame, 0, [], []
-    key = page_key(pdf, index)
-    weights = PAGE_EXTRAS.get(extra_key(key, WEIGHTS))
-    if weights is None or len(weights) != len(lines):
-        page = pdf[index]
-        try:
-            textpage = page.get_textpage()
-            try:
-                weights = keep_weights(key, lines, textpage, raw, ctypes)
-            finally:
-                textpage.close()
-        finally:
-            page.close()
-    return lines, frame, n, grids, weights
+    return lines, frame, n, grids, layer.line_weights(pdf, index, lines)
 
 
-class PdfPassagesChunker(BaseChunker):
-    """pdf@4: layout regions packed into token-sized passages with heading paths."""
+def _running_by_page(laid_out, config: PassageConfig) -> dict[int, set[int]]:
+    """Per page with a text layer, the indexes of its running lines (headers, footers and,
+    unless ``page_numbers``, page numbers of one series), found over the whole document."""
+    from ingest_pipeline.layout.paragraphs import page_number_lines, running_lines
+
+    text_pages = [x for x in laid_out if x[1] is not None]
+    marks = running_lines([x[1] for x in text_pages], [x[2].height for x in text_pages])
+    if not config.page_numbers:
+        marks |= page_number_lines([x[1] for x in text_pages], [x[0].page for x in text_pages])
+    running: dict[int, set[int]] = {}
+    for p, i in marks:
+        running.setdefault(text_pages[p][0].page, set()).add(i)
+    return running
+
+
+class PdfPassagesChunker(PdfChunker):
+    """pdf@4: layout regions packed into token-sized passages with heading paths. It lays
+    out pages through its layer with pdf@3's table finder: the lines, ruled tables and font
+    weights versions holding the same layer found are not found again."""
 
     id = "pdf"
     version = 4
@@ -323,37 +317,15 @@ class PdfPassagesChunker(BaseChunker):
 
     def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
         from ingest_pipeline.chunkers.lines import LineParagraphsChunker
-        from ingest_pipeline.chunkers.pdf.page_layer import opened_pdf
-        from ingest_pipeline.chunkers.pdf.tables import PdfTablesChunker
-        from ingest_pipeline.layout.paragraphs import page_number_lines, running_lines
 
         if not pages:
             return ()
-        tables = PdfTablesChunker({"max_table_chars": 10**9})  # one piece per table; split here by tokens
-        laid_out = []  # (page output, lines, frame, grids, weights)
-        with opened_pdf(content) as pdf:
-            if pdf is None:
-                return ()
-            count = len(pdf)
-            for po in pages:
-                if po.status != "read" or not 1 <= po.page <= count:
-                    continue
-                try:
-                    lines, frame, n, grids, weights = _page_layout(pdf, po.page - 1, tables)
-                except Exception:  # noqa: BLE001 - one broken page costs only itself
-                    log.warning("pdf@4 could not lay out page %d", po.page, exc_info=True)
-                    continue
-                if n:
-                    laid_out.append((po, lines, frame, grids, weights))
-                elif po.lines:
-                    laid_out.append((po, None, None, None, None))  # OCR-read: lines@2's groups
-        text_pages = [x for x in laid_out if x[1] is not None]
-        marks = running_lines([x[1] for x in text_pages], [x[2].height for x in text_pages])
-        if not self.config.page_numbers:
-            marks |= page_number_lines([x[1] for x in text_pages], [x[0].page for x in text_pages])
-        running: dict[int, set[int]] = {}
-        for p, i in marks:
-            running.setdefault(text_pages[p][0].page, set()).add(i)
+        # one piece per table (split here by tokens), read through this version's layer
+        tables = PdfTablesChunker({"max_table_chars": 10**9}, layer=self.layer)
+        laid_out = self._laid_out(content, pages, tables)
+        if laid_out is None:
+            return ()
+        running = _running_by_page(laid_out, self.config)
         ocr_pages = tuple(x[0] for x in laid_out if x[1] is None)
         ocr = {pc.page: pc.pieces for pc in LineParagraphsChunker().chunk(content, media_type, ocr_pages)}
         outline = HeadingPath()
@@ -369,11 +341,7 @@ class PdfPassagesChunker(BaseChunker):
                 regions, left_out = pdf_regions(
                     lines, frame, running.get(po.page, set()), grids, weights, self.config, tables
                 )
-            for region, n in zip(regions, count_tokens([r.text for r in regions])):
-                region.tokens = n
-            passages = pack_page(regions, outline, self.config)
-            if passages and left_out:
-                passages[0] = replace(passages[0], meta={**passages[0].meta, "left_out": left_out})
+            passages = self._page_passages(po.page, regions, left_out, outline)
             if passages and po.page == 1 and lines is not None:
                 title = cover_title(
                     [ln for i, ln in enumerate(lines) if i not in running.get(1, set())], self.config
@@ -382,6 +350,39 @@ class PdfPassagesChunker(BaseChunker):
                     passages[0] = replace(passages[0], meta={**passages[0].meta, "document_title": title})
             out.append(PageChunks(page=po.page, pieces=tuple(passages)))
         return tuple(out)
+
+    def _laid_out(self, content: bytes, pages: tuple[PageOutput, ...], tables: PdfTablesChunker):
+        """(page output, lines, frame, grids, weights) per read page with a text layer, and
+        (page output, None, None, None, None) per OCR-read one (lines@2 groups its lines);
+        None when the bytes will not open."""
+        laid_out = []
+        with self.layer.opened(content) as pdf:
+            if pdf is None:
+                return None
+            count = len(pdf)
+            for po in pages:
+                if po.status != "read" or not 1 <= po.page <= count:
+                    continue
+                try:
+                    lines, frame, n, grids, weights = _page_layout(self.layer, pdf, po.page - 1, tables)
+                except Exception:  # noqa: BLE001 - one broken page costs only itself
+                    log.warning("pdf@4 could not lay out page %d", po.page, exc_info=True)
+                    continue
+                if n:
+                    laid_out.append((po, lines, frame, grids, weights))
+                elif po.lines:
+                    laid_out.append((po, None, None, None, None))
+        return laid_out
+
+    def _page_passages(self, page: int, regions: list[Region], left_out: list[dict], outline: HeadingPath):
+        """A page's passages from its regions (``outline`` carried over from the pages
+        before), the running lines left out named in the first one's ``meta``."""
+        for region, n in zip(regions, count_tokens([r.text for r in regions])):
+            region.tokens = n
+        passages = pack_page(regions, outline, self.config)
+        if passages and left_out:
+            passages[0] = replace(passages[0], meta={**passages[0].meta, "left_out": left_out})
+        return passages
 
     def metrics(self, answer: tuple[PageChunks, ...]) -> dict:
         pieces = [p for pc in answer for p in pc.pieces]
