@@ -80,11 +80,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from ingest_pipeline import media_types as mt
-    from ingest_pipeline.chunkers.pdf.page_layer import (
-        PdfLinesChunker,
-        PdfParagraphsChunker,
-        PdfTablesChunker,
-    )
+    from ingest_pipeline.chunkers.pdf.lines import PdfLinesChunker
+    from ingest_pipeline.chunkers.pdf.paragraphs import PdfParagraphsChunker
+    from ingest_pipeline.chunkers.pdf.tables import PdfTablesChunker
     from ingest_pipeline.readers import read_pages
     from ingest_pipeline.readers.base import ReadOptions
     from ingest_pipeline.readers.ocr import needs_ocr, ocr_pdf_pages

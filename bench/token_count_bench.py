@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    from ingest_pipeline.chunkers.pdf.passages import model_tokenizer
+    from ingest_pipeline.chunkers.pdf.packing import model_tokenizer
     from ingest_pipeline.embedding.word_counts import WordCounter
 
     tokenizer = model_tokenizer()

@@ -196,7 +196,7 @@ def pptx_table():
 
 
 def pdf_table():
-    from ingest_pipeline.chunkers.pdf.page_layer import PdfTablesChunker
+    from ingest_pipeline.chunkers.pdf.tables import PdfTablesChunker
     from ingest_pipeline_tests.pdf_writer import PdfWriter
 
     w = PdfWriter()

@@ -3,7 +3,7 @@ import unicodedata
 import pytest
 from tokenizers import Tokenizer, pre_tokenizers
 
-from ingest_pipeline.chunkers.pdf.passages import model_tokenizer
+from ingest_pipeline.chunkers.pdf.packing import model_tokenizer
 from ingest_pipeline.embedding.minilm import MiniLMEmbedder
 from ingest_pipeline.embedding.word_counts import WordCounter, counter_for
 from ingest_pipeline_tests.conftest import CORPUS, requires_corpus

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.page import PageChunker
-from ingest_pipeline.chunkers.pdf.page_layer import (
-    PdfLinesChunker,
-    PdfParagraphsChunker,
-    PdfTablesChunker,
-)
+from ingest_pipeline.chunkers.pdf.lines import PdfLinesChunker
+from ingest_pipeline.chunkers.pdf.paragraphs import PdfParagraphsChunker
+from ingest_pipeline.chunkers.pdf.tables import PdfTablesChunker
 from ingest_pipeline.contract import PageOutput, validate_bbox
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.stages.merge import Claim, merge_claims

@@ -10,7 +10,8 @@ import pytest
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.lines import LineParagraphsChunker, LinesChunker
-from ingest_pipeline.chunkers.pdf.page_layer import PdfLinesChunker, PdfParagraphsChunker
+from ingest_pipeline.chunkers.pdf.lines import PdfLinesChunker
+from ingest_pipeline.chunkers.pdf.paragraphs import PdfParagraphsChunker
 from ingest_pipeline.readers import read_pages, reader_for
 from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline_tests.pdf_writer import PdfWriter, gray_image

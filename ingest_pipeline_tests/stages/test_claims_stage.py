@@ -51,7 +51,7 @@ def test_a_chunker_whose_media_types_exclude_the_document_gets_an_empty_claim_un
 
 @requires_corpus
 def test_an_encrypted_pdf_is_chunked_with_the_password_the_stage_passes(data_dir):
-    from ingest_pipeline.chunkers.pdf.page_layer import PdfLinesChunker
+    from ingest_pipeline.chunkers.pdf.lines import PdfLinesChunker
 
     name = "pypdf-samples__libreoffice-writer-password.pdf"
     write(data_dir / "sources" / name, (CORPUS / "files" / "pdf" / name).read_bytes())

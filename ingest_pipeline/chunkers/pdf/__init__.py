@@ -1,1 +1,3 @@
-"""PDF chunkers, one module per version, over a shared PDFium page layer."""
+"""PDF chunkers, one module per version (``lines`` pdf@1, ``paragraphs`` pdf@2, ``tables``
+pdf@3, ``passages`` pdf@4 with its packer ``packing``), over the PDFium page layer each is
+given (``page_layer``)."""

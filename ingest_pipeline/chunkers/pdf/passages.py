@@ -12,44 +12,43 @@ The embedding text is the nearest heading (``embed_headings``) and the passage's
 without its standalone numbers (``embed_numbers``): measured on both question sets, the
 model finds passages better without them, and reads a fifth fewer tokens (README,
 retrieval). The text, the heading path and keyword search keep everything.
+
+This module finds a page's regions and runs the version; ``packing`` packs the regions
+into passages and writes what the model reads.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 import statistics
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from pydantic import Field, model_validator
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
-from ingest_pipeline.contract import (
-    BBox,
-    ChunkPiece,
-    Layout,
-    LayoutRegion,
-    PageChunks,
-    PageOutput,
-    validate_bbox,
+from ingest_pipeline.chunkers.base import ChunkerConfig
+from ingest_pipeline.chunkers.pdf.packing import (
+    MODEL_LIMIT,
+    SPECIALS,
+    HeadingPath,
+    Region,
+    count_tokens,
+    pack_page,
 )
-from ingest_pipeline.embedding.word_counts import counter_for
+from ingest_pipeline.chunkers.pdf.page_layer import PageLayer, PdfChunker
+from ingest_pipeline.chunkers.pdf.tables import PdfTablesChunker
+from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 
 log = logging.getLogger(__name__)
 
-MODEL_LIMIT = 256  # tokens the embedder reads, [CLS] and [SEP] included
-_SPECIALS = 2
 _RUNNING = ("page_header", "page_footer")
 _LETTER = re.compile(r"[^\W\d_]")
 _NUMBER = re.compile(r"\d[\d,.]*")
 _TITLE_CHARS = 120  # a title line's length at most, however few its spaces
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # a font without a usable text map
-_FIGURE = re.compile(r"[$()\d,.\-\u2013\u2014%*\u2020]+")  # a word of digits and the signs around amounts
-_YEAR = re.compile(r"\(?(?:19|20)\d\d\)?")
 
 
 class PassageConfig(ChunkerConfig):
@@ -100,148 +99,6 @@ class PassageConfig(ChunkerConfig):
         return self
 
 
-def model_tokenizer():
-    """The embedder's own tokenizer (no truncation), without loading the model."""
-    return _word_counter().tokenizer
-
-
-def _word_counter():
-    from ingest_pipeline.embedding.minilm import MiniLMEmbedder
-
-    return counter_for(MiniLMEmbedder.tokenizer_path())
-
-
-def count_tokens(texts: Sequence[str]) -> list[int]:
-    """Tokens of each text without specials; for this WordPiece model counts add up over
-    whitespace-joined texts (``WordCounter`` counts them so, word by word)."""
-    if not texts:
-        return []
-    return _word_counter().counts(texts)
-
-
-def token_offsets(text: str) -> list[tuple[int, int]]:
-    return list(model_tokenizer().encode(text, add_special_tokens=False).offsets)
-
-
-@dataclass
-class Region:
-    """A unit the packer places: text with its normalized box and role. ``parts`` are its
-    lines (text, box) for a paragraph that may need cutting; ``piece`` a ready table."""
-
-    text: str
-    bbox: BBox | None
-    role: str
-    heading_level: float = 0.0  # > 0 for a heading: larger is higher in the outline
-    parts: list[tuple[str, BBox | None]] = field(default_factory=list)
-    piece: ChunkPiece | None = None
-    tokens: int = 0
-
-    @property
-    def heading(self) -> bool:
-        return self.heading_level > 0
-
-
-def _union(boxes: Sequence[BBox | None]) -> BBox | None:
-    real = [b for b in boxes if b is not None]
-    if not real:
-        return None
-    return validate_bbox(
-        (min(b[0] for b in real), min(b[1] for b in real), max(b[2] for b in real), max(b[3] for b in real))
-    )
-
-
-class HeadingPath:
-    """The outline above the current point of a document: a stack of (level, text)."""
-
-    def __init__(self) -> None:
-        self.stack: list[tuple[float, str]] = []
-
-    def enter(self, level: float, text: str) -> None:
-        while self.stack and self.stack[-1][0] <= level:
-            self.stack.pop()
-        self.stack.append((level, " ".join(text.split())[:120]))
-
-    @property
-    def path(self) -> tuple[str, ...]:
-        return tuple(t for _, t in self.stack[-3:])
-
-
-@functools.lru_cache(maxsize=4096)
-def _prefix_tokens(prefix: tuple[str, ...]) -> int:
-    return count_tokens(["\n".join(prefix)])[0] if prefix else 0
-
-
-def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PassageConfig) -> list[ChunkPiece]:
-    """Passages of one page from its regions in reading order (``outline`` carries the
-    heading path over from the previous pages and is advanced here by its headings).
-
-    Regions join the open passage while its embedding text (heading path, text, specials)
-    stays within ``max_tokens``; it closes at ``target_tokens``, before a heading that
-    follows text, and around a table. A region too long alone is packed line by line,
-    and a line too long alone is cut at a sentence or word boundary."""
-    passages: list[ChunkPiece] = []
-    current: list[tuple[str, BBox | None, str]] = []  # (text, box, role)
-    own: set[str] = set()  # the open passage's headings, as the outline holds them
-    used = 0
-    led = -1  # tokens of the prefix; -1 once the outline or ``own`` changed
-
-    def prefix() -> tuple[str, ...]:
-        # headings the passage itself starts with are in its text, not in its prefix
-        return _nearest(tuple(p for p in outline.path if p not in own), config)
-
-    def room() -> int:
-        nonlocal led
-        if led < 0:
-            led = _prefix_tokens(prefix())
-        return config.max_tokens - _SPECIALS - led - used
-
-    def add(text: str, box: BBox | None, role: str, tokens: int) -> None:
-        nonlocal used, led
-        current.append((text, box, role))
-        if role == "heading":
-            own.add(" ".join(text.split())[:120])
-            led = -1
-        used += tokens
-
-    def flush() -> None:
-        nonlocal used, led
-        if current:
-            passages.append(_passage(current, outline.path, prefix(), config))
-        current.clear()
-        own.clear()
-        used, led = 0, -1
-
-    for region in regions:
-        if region.piece is not None:  # a table: a passage of its own, split between rows to fit
-            flush()
-            passages.extend(_table_passages(region, outline.path, config))
-            continue
-        if region.heading:
-            if any(role != "heading" for _, _, role in current):
-                flush()
-            outline.enter(region.heading_level, region.text)  # headings in a row stay together
-            led = -1
-        if current and region.tokens > room():
-            flush()
-        if region.tokens > room():  # too long alone: pack its lines; cut a line too long alone
-            for text, box in region.parts or [(region.text, region.bbox)]:
-                n = count_tokens([text])[0]
-                if current and n > room():
-                    flush()
-                if n > room():
-                    for part in _cut(text, room()):
-                        add(part, box, region.role, 0)
-                        flush()
-                    continue
-                add(text, box, region.role, n)
-            continue
-        add(region.text, region.bbox, region.role, region.tokens)
-        if config.max_tokens - room() >= config.target_tokens:
-            flush()
-    flush()
-    return passages
-
-
 def cover_title(lines, config: PassageConfig) -> str:
     """The name a document's first page gives it: its lines set in the largest font (at
     most two, within 1% of the largest, in reading order) among those of few words with a
@@ -266,87 +123,6 @@ def cover_title(lines, config: PassageConfig) -> str:
     if top < config.title_size * body:
         return ""
     return " ".join([" ".join(ln.text.split()) for ln in short if ln.size >= 0.99 * top][:2])
-
-
-def _cut(text: str, budget: int) -> list[str]:
-    from ingest_pipeline.embedding.token_limits import split_text
-
-    return split_text(text, token_offsets, budget)
-
-
-def _nearest(path: tuple[str, ...], config: PassageConfig) -> tuple[str, ...]:
-    """The headings that lead a passage's embedding text: the last ``embed_headings`` of its path."""
-    return path[len(path) - config.embed_headings :] if config.embed_headings else ()
-
-
-def model_words(text: str) -> str:
-    """A text as the model is given it when numbers are left out: each line without its
-    words made only of digits and the signs around amounts ("$", "1,234", "(5.6)", "%"),
-    years kept, the words of a line joined by one space, lines left empty dropped; the text
-    itself when nothing would be left. A dense embedding of "745 1,330 1,698" says nothing a
-    question can match; keyword search still reads every number (see
-    ``vector_index.search_text``)."""
-    lines = []
-    for line in text.split("\n"):
-        words = [w for w in line.split() if not _FIGURE.fullmatch(w) or _YEAR.fullmatch(w)]
-        if words:
-            lines.append(" ".join(words))
-    return "\n".join(lines) or text
-
-
-def _embedding_text(text: str, prefix: tuple[str, ...], config: PassageConfig) -> str | None:
-    """What the model reads for a passage: its leading headings, then its text (its numbers
-    left out unless ``embed_numbers``); None when that is the text itself."""
-    body = text if config.embed_numbers else model_words(text)
-    embed = "\n".join((*prefix, body))
-    return None if embed == text else embed
-
-
-def _passage(
-    packed: Sequence[tuple[str, BBox | None, str]],
-    path: tuple[str, ...],
-    prefix: tuple[str, ...],
-    config: PassageConfig,
-) -> ChunkPiece:
-    text = "\n".join(t for t, _, _ in packed)
-    bbox = _union([b for _, b, _ in packed])
-    regions = tuple(LayoutRegion(role, b) for _, b, role in packed if b is not None)
-    embed = _embedding_text(text, prefix, config)
-    return ChunkPiece(
-        text=text,
-        bbox=bbox,
-        bbox_reason=None if bbox else "unresolved",
-        layout=Layout(role="passage", regions=regions),
-        header_path=path,
-        content_type="passage",
-        embed_text=embed,
-        meta={"regions": len(packed)},
-    )
-
-
-def _table_passages(region: Region, path: tuple[str, ...], config: PassageConfig) -> list[ChunkPiece]:
-    from ingest_pipeline.embedding.token_limits import split_to_limit
-
-    piece = region.piece
-    prefix = _nearest(path, config)
-    embed = "\n".join((*prefix, piece.text)) if prefix else None
-    whole = replace(piece, header_path=path, embed_text=embed)
-    out = []
-    for part in split_to_limit(whole, token_offsets, config.max_tokens):  # sized with every number
-        layout = part.layout
-        box = part.bbox
-        out.append(
-            replace(
-                part,
-                layout=Layout(
-                    role="table",
-                    table=layout.table if layout else None,
-                    regions=(LayoutRegion("table", box),) if box else (),
-                ),
-                embed_text=_embedding_text(part.text, prefix, config),
-            )
-        )
-    return out
 
 
 # ---------------------------------------------------------------- regions from PDF layout
@@ -496,44 +272,36 @@ def ocr_regions(
     return regions, left_out
 
 
-def _page_layout(pdf, index: int, tables_chunker):
+def _page_layout(layer: PageLayer, pdf, index: int, tables: PdfTablesChunker):
     """(lines, frame, chars, grids, weights) of one page (lock held), through the walk
-    pdf@1-3 share: what they kept of the page in this process (lines, ruled tables, the
-    lines' weights), else the page loaded and laid out now. Weights evicted from the memo
-    (or a document the memo does not key) cost one more load."""
-    import ctypes
-
-    import pypdfium2.raw as raw
-
-    from ingest_pipeline.chunkers.pdf.page_layer import (
-        PAGE_EXTRAS,
-        WEIGHTS,
-        extra_key,
-        keep_weights,
-        page_key,
-        page_lines,
-    )
-
-    lines, frame, n, _unit, grids = page_lines(pdf, index, tables_chunker._grids)
+    pdf@1-3 share: what ``layer`` kept of the page (lines, ruled tables, the lines'
+    weights), else the page loaded and laid out now. Weights evicted from the memo (or a
+    document the layer does not key) cost one more load."""
+    lines, frame, n, _unit, grids = layer.page_lines(pdf, index, tables._grids)
     if n <= 0:
         return [], frame, 0, [], []
-    key = page_key(pdf, index)
-    weights = PAGE_EXTRAS.get(extra_key(key, WEIGHTS))
-    if weights is None or len(weights) != len(lines):
-        page = pdf[index]
-        try:
-            textpage = page.get_textpage()
-            try:
-                weights = keep_weights(key, lines, textpage, raw, ctypes)
-            finally:
-                textpage.close()
-        finally:
-            page.close()
-    return lines, frame, n, grids, weights
+    return lines, frame, n, grids, layer.line_weights(pdf, index, lines)
 
 
-class PdfPassagesChunker(BaseChunker):
-    """pdf@4: layout regions packed into token-sized passages with heading paths."""
+def _running_by_page(laid_out, config: PassageConfig) -> dict[int, set[int]]:
+    """Per page with a text layer, the indexes of its running lines (headers, footers and,
+    unless ``page_numbers``, page numbers of one series), found over the whole document."""
+    from ingest_pipeline.layout.paragraphs import page_number_lines, running_lines
+
+    text_pages = [x for x in laid_out if x[1] is not None]
+    marks = running_lines([x[1] for x in text_pages], [x[2].height for x in text_pages])
+    if not config.page_numbers:
+        marks |= page_number_lines([x[1] for x in text_pages], [x[0].page for x in text_pages])
+    running: dict[int, set[int]] = {}
+    for p, i in marks:
+        running.setdefault(text_pages[p][0].page, set()).add(i)
+    return running
+
+
+class PdfPassagesChunker(PdfChunker):
+    """pdf@4: layout regions packed into token-sized passages with heading paths. It lays
+    out pages through its layer with pdf@3's table finder: the lines, ruled tables and font
+    weights versions holding the same layer found are not found again."""
 
     id = "pdf"
     version = 4
@@ -549,36 +317,15 @@ class PdfPassagesChunker(BaseChunker):
 
     def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
         from ingest_pipeline.chunkers.lines import LineParagraphsChunker
-        from ingest_pipeline.chunkers.pdf.page_layer import PdfTablesChunker, opened_pdf
-        from ingest_pipeline.layout.paragraphs import page_number_lines, running_lines
 
         if not pages:
             return ()
-        tables = PdfTablesChunker({"max_table_chars": 10**9})  # one piece per table; split here by tokens
-        laid_out = []  # (page output, lines, frame, grids, weights)
-        with opened_pdf(content) as pdf:
-            if pdf is None:
-                return ()
-            count = len(pdf)
-            for po in pages:
-                if po.status != "read" or not 1 <= po.page <= count:
-                    continue
-                try:
-                    lines, frame, n, grids, weights = _page_layout(pdf, po.page - 1, tables)
-                except Exception:  # noqa: BLE001 - one broken page costs only itself
-                    log.warning("pdf@4 could not lay out page %d", po.page, exc_info=True)
-                    continue
-                if n:
-                    laid_out.append((po, lines, frame, grids, weights))
-                elif po.lines:
-                    laid_out.append((po, None, None, None, None))  # OCR-read: lines@2's groups
-        text_pages = [x for x in laid_out if x[1] is not None]
-        marks = running_lines([x[1] for x in text_pages], [x[2].height for x in text_pages])
-        if not self.config.page_numbers:
-            marks |= page_number_lines([x[1] for x in text_pages], [x[0].page for x in text_pages])
-        running: dict[int, set[int]] = {}
-        for p, i in marks:
-            running.setdefault(text_pages[p][0].page, set()).add(i)
+        # one piece per table (split here by tokens), read through this version's layer
+        tables = PdfTablesChunker({"max_table_chars": 10**9}, layer=self.layer)
+        laid_out = self._laid_out(content, pages, tables)
+        if laid_out is None:
+            return ()
+        running = _running_by_page(laid_out, self.config)
         ocr_pages = tuple(x[0] for x in laid_out if x[1] is None)
         ocr = {pc.page: pc.pieces for pc in LineParagraphsChunker().chunk(content, media_type, ocr_pages)}
         outline = HeadingPath()
@@ -594,11 +341,7 @@ class PdfPassagesChunker(BaseChunker):
                 regions, left_out = pdf_regions(
                     lines, frame, running.get(po.page, set()), grids, weights, self.config, tables
                 )
-            for region, n in zip(regions, count_tokens([r.text for r in regions])):
-                region.tokens = n
-            passages = pack_page(regions, outline, self.config)
-            if passages and left_out:
-                passages[0] = replace(passages[0], meta={**passages[0].meta, "left_out": left_out})
+            passages = self._page_passages(po.page, regions, left_out, outline)
             if passages and po.page == 1 and lines is not None:
                 title = cover_title(
                     [ln for i, ln in enumerate(lines) if i not in running.get(1, set())], self.config
@@ -608,6 +351,39 @@ class PdfPassagesChunker(BaseChunker):
             out.append(PageChunks(page=po.page, pieces=tuple(passages)))
         return tuple(out)
 
+    def _laid_out(self, content: bytes, pages: tuple[PageOutput, ...], tables: PdfTablesChunker):
+        """(page output, lines, frame, grids, weights) per read page with a text layer, and
+        (page output, None, None, None, None) per OCR-read one (lines@2 groups its lines);
+        None when the bytes will not open."""
+        laid_out = []
+        with self.layer.opened(content) as pdf:
+            if pdf is None:
+                return None
+            count = len(pdf)
+            for po in pages:
+                if po.status != "read" or not 1 <= po.page <= count:
+                    continue
+                try:
+                    lines, frame, n, grids, weights = _page_layout(self.layer, pdf, po.page - 1, tables)
+                except Exception:  # noqa: BLE001 - one broken page costs only itself
+                    log.warning("pdf@4 could not lay out page %d", po.page, exc_info=True)
+                    continue
+                if n:
+                    laid_out.append((po, lines, frame, grids, weights))
+                elif po.lines:
+                    laid_out.append((po, None, None, None, None))
+        return laid_out
+
+    def _page_passages(self, page: int, regions: list[Region], left_out: list[dict], outline: HeadingPath):
+        """A page's passages from its regions (``outline`` carried over from the pages
+        before), the running lines left out named in the first one's ``meta``."""
+        for region, n in zip(regions, count_tokens([r.text for r in regions])):
+            region.tokens = n
+        passages = pack_page(regions, outline, self.config)
+        if passages and left_out:
+            passages[0] = replace(passages[0], meta={**passages[0].meta, "left_out": left_out})
+        return passages
+
     def metrics(self, answer: tuple[PageChunks, ...]) -> dict:
         pieces = [p for pc in answer for p in pc.pieces]
         tokens = count_tokens([p.embed_text or p.text for p in pieces])
@@ -615,5 +391,5 @@ class PdfPassagesChunker(BaseChunker):
             "passages": len(pieces),
             "tables": sum(1 for p in pieces if p.content_type == "table"),
             "mean_tokens": round(statistics.mean(tokens), 1) if tokens else 0.0,
-            "max_tokens": max(tokens) + _SPECIALS if tokens else 0,
+            "max_tokens": max(tokens) + SPECIALS if tokens else 0,
         }

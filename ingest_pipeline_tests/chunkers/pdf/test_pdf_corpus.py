@@ -17,11 +17,9 @@ import pytest
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.lines import LinesChunker
 from ingest_pipeline.chunkers.page import PageChunker
-from ingest_pipeline.chunkers.pdf.page_layer import (
-    PdfLinesChunker,
-    PdfParagraphsChunker,
-    PdfTablesChunker,
-)
+from ingest_pipeline.chunkers.pdf.lines import PdfLinesChunker
+from ingest_pipeline.chunkers.pdf.paragraphs import PdfParagraphsChunker
+from ingest_pipeline.chunkers.pdf.tables import PdfTablesChunker
 from ingest_pipeline.contract import SourceBytes, validate_bbox
 from ingest_pipeline.readers import read_pages
 from ingest_pipeline.readers.base import ReadOptions

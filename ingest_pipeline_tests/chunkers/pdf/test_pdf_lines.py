@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.pdf.page_layer import PdfLinesChunker
+from ingest_pipeline.chunkers.pdf.lines import PdfLinesChunker
 from ingest_pipeline.contract import LocatedLine, PageOutput, validate_bbox
 from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline.readers.pdf import PdfTextReader
@@ -273,7 +273,9 @@ def test_encrypted_pdf_is_read_with_the_password_its_content_carries():
 def test_chunker_modules_import_no_parser():
     code = (
         "import sys\n"
-        "import ingest_pipeline.chunkers.pdf.page_layer, ingest_pipeline.chunkers.lines\n"
+        "import ingest_pipeline.chunkers.pdf.page_layer, ingest_pipeline.chunkers.pdf.lines\n"
+        "import ingest_pipeline.chunkers.pdf.paragraphs, ingest_pipeline.chunkers.pdf.tables\n"
+        "import ingest_pipeline.chunkers.lines\n"
         "import ingest_pipeline.layout.pdfium_text, "
         "ingest_pipeline.layout.paragraphs, ingest_pipeline.layout.ruled_tables\n"
         "import ingest_pipeline.readers.ocr\n"
@@ -282,98 +284,3 @@ def test_chunker_modules_import_no_parser():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
-
-
-def test_the_pdf_versions_share_each_pages_extracted_lines_and_answer_exactly_as_alone():
-    """pdf@1-4 lay out the same pages: the first to reach a page extracts its lines, the others
-    take a copy (the layout steps change their lines, so a copy must be fresh), and each
-    version's answer is the one it gives on its own. Other bytes never hit."""
-    from ingest_pipeline.chunkers.pdf.page_layer import PAGE_LINES, PdfParagraphsChunker, PdfTablesChunker
-    from ingest_pipeline.chunkers.pdf.passages import PdfPassagesChunker
-
-    w = PdfWriter()
-    for n in range(2):
-        p = w.page()
-        p.glyphs(72, 740, f"Part {n + 1}. Heating", size=16)
-        for i in range(6):
-            p.glyphs(72, 700 - 18 * i, f"The greenhouse boiler {n}-{i} keeps the night temperature up.")
-    content = w.to_bytes()
-    pages = text_pages(content)
-    versions = [PdfParagraphsChunker(), PdfLinesChunker(), PdfTablesChunker(), PdfPassagesChunker()]
-    alone = []
-    for version in versions:
-        PAGE_LINES.clear()
-        alone.append(version.chunk(content, PDF, pages))
-    assert all(alone) and len({repr(a) for a in alone}) == 3  # pdf@3 is pdf@2 on a page without ruled tables
-
-    PAGE_LINES.clear()
-    hits, misses = PAGE_LINES.hits, PAGE_LINES.misses
-    shared = [version.chunk(content, PDF, pages) for version in versions]
-    assert shared == alone
-    assert PAGE_LINES.misses - misses == 2  # each page extracted once, by the first version
-    assert PAGE_LINES.hits - hits == 2 * (len(versions) - 1)
-
-    other = PdfWriter()
-    other.page().glyphs(72, 740, "Part 1. Heating", size=16)
-    before = PAGE_LINES.misses
-    assert texts(chunk(other.to_bytes())) == ["Part 1. Heating"] and PAGE_LINES.misses == before + 1
-
-
-def test_the_kept_lines_stay_within_their_limit_oldest_page_out_first(monkeypatch):
-    from ingest_pipeline.chunkers.pdf.page_layer import PageLinesMemo
-    from ingest_pipeline.layout.lines import Line
-
-    memo = PageLinesMemo()
-    line = Line("x" * 1000, 0.0, 0.0, 1.0, 1.0, 0, 10.0)
-    one_page = memo._size(((line.text,),))
-    monkeypatch.setattr(PageLinesMemo, "LIMIT", 8 * one_page + 1)
-    for index in range(12):
-        memo.put((b"doc", index), [line], None, 1000, "chars")
-    assert memo._bytes <= PageLinesMemo.LIMIT
-    assert memo.get((b"doc", 0)) is None and memo.get((b"doc", 3)) is None  # the oldest went first
-    kept = memo.get((b"doc", 11))
-    assert kept is not None and kept[0] == [line] and kept[0][0] is not line  # a fresh copy
-    kept[0][0].role = "heading"
-    assert memo.get((b"doc", 11))[0][0].role == "body"
-
-
-def test_pdf4_places_the_tables_and_weights_the_others_found_without_loading_a_page(monkeypatch):
-    """After pdf@1 and pdf@3 have laid out a document in this process, pdf@4 takes their
-    lines, ruled tables and each line's font weight from the memos and loads no page, and
-    answers exactly as it does alone (a bold heading and a ruled table included)."""
-    import pypdfium2
-
-    from ingest_pipeline.chunkers.pdf.page_layer import PAGE_EXTRAS, PAGE_LINES, PdfTablesChunker
-    from ingest_pipeline.chunkers.pdf.passages import PdfPassagesChunker
-
-    w = PdfWriter()
-    for n in range(2):
-        p = w.page()
-        p.glyphs(72, 740, f"Part {n + 1}. Heating", size=16)
-        p.text(72, 716, "The table below lists the quarterly figures.", 10)
-        ys = [700 - 20 * r for r in range(4)]
-        p.grid([72, 250, 400], ys)
-        p.text(76, 685, "Quarter", 10).text(254, 685, "Revenue", 10)
-        for r in (1, 2):
-            p.text(76, 685 - 20 * r, f"quarter {r}", 10).text(254, 685 - 20 * r, f"{r * 1000}.00", 10)
-        for i in range(4):
-            p.glyphs(72, 600 - 18 * i, f"The greenhouse boiler {n}-{i} keeps the night temperature up.")
-    content = w.to_bytes()
-    pages = text_pages(content)
-
-    PAGE_LINES.clear()
-    PAGE_EXTRAS.clear()
-    alone = PdfPassagesChunker().chunk(content, PDF, pages)
-    assert any(piece.layout.role == "table" for pc in alone for piece in pc.pieces)
-    assert any(piece.header_path for pc in alone for piece in pc.pieces)
-
-    PAGE_LINES.clear()
-    PAGE_EXTRAS.clear()
-    PdfLinesChunker().chunk(content, PDF, pages)
-    PdfTablesChunker().chunk(content, PDF, pages)
-    loads = []
-    real = pypdfium2.PdfDocument.__getitem__
-    monkeypatch.setattr(pypdfium2.PdfDocument, "__getitem__", lambda pdf, i: loads.append(i) or real(pdf, i))
-    shared = PdfPassagesChunker().chunk(content, PDF, pages)
-    assert loads == []
-    assert shared == alone
