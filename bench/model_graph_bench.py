@@ -35,6 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from result_keys import provenance  # noqa: E402  (bench/, this script's folder, is on sys.path)
 
 
 def graphs(folder: Path) -> dict[str, str]:
@@ -104,7 +105,7 @@ def main() -> int:
         cosines = (vectors[name] * vectors["wheel"]).sum(axis=1)
         rows[name] = {"cpu_seconds": spent, "over_wheel": round(statistics.median(spent) / base, 3),
                       "min_cosine": round(float(cosines.min()), 4), "mean_cosine": round(float(cosines.mean()), 4)}
-    report = {"texts": len(texts), "graphs": rows,
+    report = {**provenance(), "texts": len(texts), "graphs": rows,
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     print(json.dumps(report, indent=2))
     if args.out:

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from result_keys import provenance  # noqa: E402  (bench/, this script's folder, is on sys.path)
 
 
 def listing(n: int, touched: dict[int, int] | None = None, skip: set[int] | None = None):
@@ -105,6 +106,7 @@ def main() -> None:
     partitions = len(instance.get_dynamic_partitions(DOCUMENTS))
     cursor_bytes = len(result.cursor.encode())
     figures = {
+        **provenance(),
         "documents": n, "shards": args.shards, "partitions": partitions,
         "bootstrap_ticks": len(bootstrap), "max_shards_per_tick": MAX_SHARDS_PER_TICK,
         "first_tick_s": round(bootstrap[0], 2), "bootstrap_total_s": round(sum(bootstrap), 1),
