@@ -8,19 +8,21 @@ measure claims is an error, so a new result file gets its place on the page). Th
 each measure's latest figure beside the command that wrote it and when: the file with the
 latest date, or in daemon.json the latest run and in suite.json each section. For the
 retrieval evaluations each profile or baseline is a measure of its own: its row comes from
-the latest file that holds it. The page ends with every result file. Earlier figures stay in
-their files; the page never repeats them.
+the latest file that holds it. The page ends with every result file, then the bench scripts
+no result file comes from (they print their figures), each with the first paragraph of its
+docstring. Earlier figures stay in their files; the page never repeats them.
 
 A file's (or run's, or section's) date is its ``date`` key, else its ``measured_at`` (also
 under ``machine``); its command is its ``command`` key. Both are required: a figure without
-the command that produced it and its date is not shown. The page depends on the files alone,
-so writing it twice gives the same bytes (ingest_pipeline_tests/project checks that the
-committed page is current).
+the command that produced it and its date is not shown. The page depends on those files and
+the scripts' docstrings alone, so writing it twice gives the same bytes
+(ingest_pipeline_tests/project checks that the committed page is current).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 from collections.abc import Callable, Iterable
@@ -408,6 +410,25 @@ Variants of the served profile measured against it and not adopted (served token
 times mean tokens).
 """
 SCORES = ("recall@1", "recall@5", "recall@10", "mrr@10")
+UNRECORDED_INTRO = """\
+These scripts print their figures and commit no result file, so no figure of theirs is on this
+page. Each one's docstring says how to run it.
+"""
+NOT_BENCHES = {"benchmarks_page.py", "result_keys.py"}  # bench/ helpers, not measurements
+
+
+def unrecorded_scripts(bench_dir: Path, commands: Iterable[str]) -> list[list[str]]:
+    """The bench scripts no result file's command names, with the first paragraph of their
+    docstring."""
+    commands = list(commands)
+    rows = []
+    for script in sorted(bench_dir.glob("*.py")):
+        shown = f"bench/{script.name}"
+        if script.name in NOT_BENCHES or any(shown in c for c in commands):
+            continue
+        doc = ast.get_docstring(ast.parse(script.read_text(encoding="utf-8"))) or ""
+        rows.append([f"`{shown}`", " ".join(doc.split("\n\n")[0].split())])
+    return rows
 
 
 def _cell(text: str) -> str:
@@ -441,7 +462,7 @@ def _records(measure: str, data: Any) -> list[dict[str, Any]]:
 
 
 def render(results_dir: Path = RESULTS) -> str:
-    """The page for the result files in ``results_dir``."""
+    """The page for the result files in ``results_dir`` (and the bench scripts beside it)."""
     results = {p.name: json.loads(p.read_text(encoding="utf-8")) for p in sorted(results_dir.glob("*.json"))}
     measures = {name: measure_of(name) for name in results}  # a file without a measure stops here
     lines = [INTRO, "## Speed and memory", ""]
@@ -485,6 +506,12 @@ def render(results_dir: Path = RESULTS) -> str:
     lines += ["## Result files", "",
               "Every file in bench/results/, with the date and command of its latest run.", ""]
     lines += _table(["file", "measure", "date", "shown above", "command"], index)
+    commands = [command(record, name) for name, measure in measures.items()
+                for record in _records(measure, results[name])]
+    unrecorded = unrecorded_scripts(results_dir.parent, commands)
+    if unrecorded:
+        lines += ["## Scripts without a result file", "", UNRECORDED_INTRO]
+        lines += _table(["script", "what it measures"], unrecorded)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
