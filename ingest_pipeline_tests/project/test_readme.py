@@ -88,7 +88,8 @@ def test_first_screen_shows_the_two_commands_and_the_graph():
 def test_relative_links_point_at_files_that_exist(page: Path):
     text = page.read_text(encoding="utf-8")
     targets = links(text)
-    assert targets, f"{page.name}: no links found (is the pattern still right?)"
+    if page == README:  # it links to docs/: finding none means the pattern broke
+        assert targets, "README.md: no links found (is the link pattern still right?)"
     broken = []
     for target in targets:
         if re.match(r"[a-z][a-z0-9+.-]*:", target, re.I):  # https:, mailto: ...
