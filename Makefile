@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 DATA ?= data
 QUESTION ?= how much water do tomato plants need
 
-.PHONY: run test ui bench bench-suite corpus clean-data
+.PHONY: run test ui bench bench-suite benchmarks-page corpus clean-data
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ bench: $(VENV)/.installed
 
 bench-suite: $(VENV)/.installed
 	$(BIN)/python bench/suite.py
+
+# docs/benchmarks.md from bench/results/*.json (the standard library only: no venv needed).
+benchmarks-page:
+	$(PYTHON) bench/benchmarks_page.py
 
 corpus: $(VENV)/.installed
 	$(BIN)/ingest-pipeline --data /tmp/ingest-corpus ingest ../shared/corpus/files

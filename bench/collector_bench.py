@@ -33,6 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from result_keys import provenance  # noqa: E402  (bench/, this script's folder, is on sys.path)
+
 JOBS = ("claims", "chunk_maps")
 MODES = ("python", "fewer")
 
@@ -171,6 +173,7 @@ def main() -> int:
         summary[job] = {"median_cpu_seconds": median, "ratio": round(median["fewer"] / median["python"], 3)}
     both = {mode: sum(summary[job]["median_cpu_seconds"][mode] for job in JOBS) for mode in MODES}
     report = {
+        **provenance(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cpus": os.cpu_count(),
         "rounds": args.rounds,

@@ -28,6 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from result_keys import provenance  # noqa: E402  (bench/, this script's folder, is on sys.path)
+
 from ingest_pipeline_tests.dagster_dev import dagster_dev, wait_for  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus" / "files"
@@ -130,7 +132,7 @@ def main() -> None:
     parser.add_argument("--skip-multiprocess", action="store_true")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="daemon-bench-"))
-    report: dict = {"machine": {"cores": os.cpu_count()}}
+    report: dict = {**provenance(), "machine": {"cores": os.cpu_count()}}
     report["cli_in_process_eight_seconds"] = through_cli(work / "cli")
     report["daemon_in_process"] = through_daemon(work / "daemon", "in_process", args.timeout)
     if not args.skip_multiprocess:

@@ -25,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from result_keys import provenance  # noqa: E402  (bench/, this script's folder, is on sys.path)
+
 CORPUS_MD = ROOT.parent / "shared" / "corpus" / "files" / "md"
 BEFORE = "1:0:8"
 SETTINGS = [BEFORE, "1:0:4", "1:0:16", "2:1:2", "2:1:4", "2:1:8", "2:1:16", "1:1:4"]
@@ -96,6 +98,7 @@ def main() -> int:
         row["seconds_over_before"] = round(row["seconds"] / before["seconds"], 3)
     best = min(rows, key=lambda r: r["seconds"])
     report = {
+        **provenance(),
         "cpus": os.cpu_count(),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -35,6 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from result_keys import provenance  # noqa: E402  (bench/, this script's folder, is on sys.path)
 
 
 def graphs(folder: Path) -> dict[str, str]:
@@ -117,6 +118,7 @@ def main() -> int:
             "mean_cosine": round(float(cosines.mean()), 4),
         }
     report = {
+        **provenance(),
         "texts": len(texts),
         "graphs": rows,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

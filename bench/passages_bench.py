@@ -39,6 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from result_keys import provenance  # noqa: E402  (bench/, this script's folder, is on sys.path)
+
 DEFAULT_PDFS = ROOT.parent / "shared" / "qa" / "financebench-dev" / "pdfs"
 
 
@@ -342,7 +344,7 @@ def main() -> int:
     os.makedirs(os.path.join(data, "sources"))
     if args.config and Path(args.config).exists():
         shutil.copy(args.config, os.path.join(data, "ingest_pipeline.toml"))
-    results = {}
+    results = provenance()
     for name, phase in (("plain", "plain"), ("ingest", "ingest"), ("bare", "bare"), ("plain_again", "plain")):
         print(f"phase {name}…", file=sys.stderr, flush=True)
         results[name] = _run_phase(phase, args, data, work)

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from result_keys import provenance  # noqa: E402  (bench/, this script's folder, is on sys.path)
 
 
 def listing(n: int, touched: dict[int, int] | None = None, skip: set[int] | None = None):
@@ -110,6 +111,7 @@ def main() -> None:
     partitions = len(instance.get_dynamic_partitions(DOCUMENTS))
     cursor_bytes = len(result.cursor.encode())
     figures = {
+        **provenance(),
         "documents": n,
         "shards": args.shards,
         "partitions": partitions,

@@ -43,6 +43,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from result_keys import provenance  # noqa: E402  (bench/, this script's folder, is on sys.path)
+
 CORPUS = ROOT.parent / "shared" / "corpus" / "files"
 RESULTS = ROOT / "bench" / "results"
 
@@ -749,6 +751,7 @@ def main() -> int:
             value, seconds = _clock(SECTIONS[name], scratch, **extra)
             value["section_seconds"] = round(seconds, 1)
             value["measured_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            value.update(provenance())
             value["load_average_after"] = [round(x, 1) for x in os.getloadavg()]
             report["sections"][name] = value
             print(json.dumps({name: value}, indent=2), flush=True)

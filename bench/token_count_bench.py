@@ -24,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from result_keys import provenance  # noqa: E402  (bench/, this script's folder, is on sys.path)
 
 
 def documents(data: Path) -> dict[str, list[list[str]]]:
@@ -73,6 +74,7 @@ def main() -> None:
             seconds[name].append(round(time.process_time() - started, 3))
     mean = {k: sum(v) / len(v) for k, v in seconds.items()}
     report = {
+        **provenance(),
         "data": str(args.data),
         "profiles": {k: sum(len(d) for d in v) for k, v in by_profile.items()},
         "texts": sum(len(d) for d in docs),
