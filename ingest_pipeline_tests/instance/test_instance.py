@@ -284,7 +284,7 @@ def test_a_new_homes_databases_are_copies_dagster_finds_at_its_head_and_each_hom
     from dagster._core.storage.runs.sqlite import sqlite_run_storage
     from dagster._core.storage.schedules.sqlite import sqlite_schedule_storage
 
-    from ingest_pipeline.instance import instance as instance_module
+    from ingest_pipeline.instance import home as instance_module
     from ingest_pipeline.instance.home import HOME_DATABASES
 
     instance_for(str(tmp_path / "first"))  # the process's template exists from here on
