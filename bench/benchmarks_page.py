@@ -277,7 +277,7 @@ def speed_figures(results: dict[str, Any]) -> list[Figure]:
         text = SPEED[measure][1]
         variant = str(data.get("tokenizers_parallelism")) if measure == "token_count" else ""
         key = (list(SPEED).index(measure), variant)
-        for record in daemon_runs(data) if measure == "daemon" else [data]:
+        for record in _records(measure, data):
             found.setdefault(key, []).append(figure(measure, text(record), record, name))
     return [latest(found[key]) for key in sorted(found)]
 
@@ -425,8 +425,9 @@ def retrieval_rows(results: dict[str, Any], question_set: str) -> list[tuple[dic
     for name, data in results.items():
         if measure_of(name) != question_set:
             continue
+        stamp = when(data, name), command(data, name)
         for row in eval_rows(data, name):
-            found = figure(row["name"], "", data, name)
+            found = Figure(row["name"], "", *stamp, name)
             if row["name"] not in best or latest([best[row["name"]][1], found]) is found:
                 best[row["name"]] = (row, found)
     return sorted(best.values(), key=lambda pair: _row_order(pair[0]))
@@ -578,8 +579,8 @@ def render(results_dir: Path = RESULTS) -> str:
     variants = []
     for name in (n for n, m in measures.items() if m == "not_kept"):
         shown.add(name)
+        found = figure("not_kept", "", results[name], name)
         for row in eval_rows(results[name], name):
-            found = figure(row["name"], "", results[name], name)
             variants.append(
                 [
                     NOT_KEPT[name],

@@ -27,7 +27,7 @@ from result_keys import provenance  # noqa: E402  (bench/, this script's folder,
 
 
 def listing(n: int, touched: dict[int, int] | None = None, skip: set[int] | None = None):
-    from ingest_pipeline.storage.shards import Listed
+    from ingest_pipeline.storage.shard_keys import Listed
 
     touched, skip = touched or {}, skip or set()
     base = 1_700_000_000_000_000_000
@@ -59,7 +59,8 @@ def main() -> None:
     from ingest_pipeline.partitions import DOCUMENTS
     from ingest_pipeline.resources import parts_for
     from ingest_pipeline.sensors.shard_mode import MAX_SHARDS_PER_TICK, evaluate_shards
-    from ingest_pipeline.storage.shards import ShardScheme, read_manifest, source_document_id
+    from ingest_pipeline.storage.shard_keys import ShardScheme, source_document_id
+    from ingest_pipeline.storage.shards import read_manifest
 
     data = Path(tempfile.mkdtemp(prefix="shard-bench-")) / "data"
     (data / "sources").mkdir(parents=True)

@@ -57,11 +57,7 @@ def page_records(lake: Lake, document: str) -> list[dict[str, Any]]:
 
 
 def claim_records(lake: Lake, document: str, chunker: str | None = None) -> list[dict[str, Any]]:
-    rows = query(
-        lake,
-        queries.CLAIMS_OF_DOCUMENT,
-        [document, chunker, chunker],
-    ).to_pylist()
+    rows = query(lake, queries.CLAIMS_OF_DOCUMENT, [document, chunker, chunker]).to_pylist()
     return _positioned([{"record": "claim", **row} for row in rows], key="chunker")
 
 
@@ -69,11 +65,7 @@ def chunk_records(
     lake: Lake, document: str, profile: str, chunker: str | None = None
 ) -> list[dict[str, Any]]:
     """The profile's chunks of the document, each with its vector and cache status."""
-    rows = query(
-        lake,
-        queries.CHUNKS_OF_DOCUMENT,
-        [document, profile, chunker, chunker],
-    ).to_pylist()
+    rows = query(lake, queries.CHUNKS_OF_DOCUMENT, [document, profile, chunker, chunker]).to_pylist()
     vectors = {
         r["chunk_id"]: r for r in query(lake, queries.VECTORS_OF_DOCUMENT, [document, profile]).to_pylist()
     }

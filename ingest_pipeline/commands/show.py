@@ -100,22 +100,14 @@ def _boxes(rows: list[dict[str, Any]]) -> Panel:
 
 
 def chunk_panel(lake: Lake, document: str, page: int, profile: str) -> Panel:
-    rows = query(
-        lake,
-        queries.CHUNK_BOXES_ON_PAGE,
-        [document, profile, page],
-    ).to_pylist()
+    rows = query(lake, queries.CHUNK_BOXES_ON_PAGE, [document, profile, page]).to_pylist()
     panel = _boxes(rows)
     panel.title = f"profile {profile}: {len(rows)} chunks"
     return panel
 
 
 def claim_panel(lake: Lake, document: str, page: int, chunker: str) -> Panel:
-    rows = query(
-        lake,
-        queries.CLAIM_BOXES_ON_PAGE,
-        [document, chunker, page],
-    ).to_pylist()
+    rows = query(lake, queries.CLAIM_BOXES_ON_PAGE, [document, chunker, page]).to_pylist()
     panel = _boxes(rows)
     panel.title = f"{chunker}: {len(rows)} pieces"
     return panel
@@ -125,17 +117,9 @@ def first_page_with_boxes(
     lake: Lake, document: str, profile: str | None, chunkers: Sequence[str]
 ) -> int | None:
     if chunkers:
-        rows = query(
-            lake,
-            queries.FIRST_CLAIMED_PAGE_WITH_BOX,
-            [document, list(chunkers)],
-        ).to_pylist()
+        rows = query(lake, queries.FIRST_CLAIMED_PAGE_WITH_BOX, [document, list(chunkers)]).to_pylist()
     else:
-        rows = query(
-            lake,
-            queries.FIRST_CHUNK_PAGE_WITH_BOX,
-            [document, profile],
-        ).to_pylist()
+        rows = query(lake, queries.FIRST_CHUNK_PAGE_WITH_BOX, [document, profile]).to_pylist()
     return rows[0]["page"] if rows else None
 
 

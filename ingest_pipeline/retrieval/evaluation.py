@@ -212,11 +212,7 @@ def eval_index(parts: Parts, profile: str, docs: dict[str, str], folder: str):
     from ingest_pipeline.storage.vector_index import VectorIndex, index_schema, search_text
 
     index = VectorIndex(folder, parts.embedder.dim)
-    table = query(
-        parts.lake,
-        queries.PROFILE_CHUNKS_OF_DOCUMENTS,
-        [profile, sorted(docs)],
-    )
+    table = query(parts.lake, queries.PROFILE_CHUNKS_OF_DOCUMENTS, [profile, sorted(docs)])
     rows = table.to_pylist()
     vectors = _embed_cached(parts, [r["embed_text"] or r["text"] for r in rows])
     for row, vector in zip(rows, vectors):
@@ -265,13 +261,7 @@ def baseline_units(parts: Parts, docs: dict[str, str]) -> dict[str, list[tuple[s
     """The baselines' chunks (text, path, page): whole pages, and 1000-character recursive
     splits per page."""
     pages = (
-        query(
-            parts.lake,
-            queries.READ_PAGE_TEXTS_OF_DOCUMENTS,
-            [sorted(docs)],
-        ).to_pylist()
-        if docs
-        else []
+        query(parts.lake, queries.READ_PAGE_TEXTS_OF_DOCUMENTS, [sorted(docs)]).to_pylist() if docs else []
     )
     units = {
         "baseline:page": [(p["text"], docs[p["document_id"]], p["page"]) for p in pages if p["text"].strip()]
@@ -292,11 +282,9 @@ def baseline_units(parts: Parts, docs: dict[str, str]) -> dict[str, list[tuple[s
 
 
 def profile_stats(parts: Parts, profile: str, docs: dict[str, str]) -> tuple[int, float]:
-    row = query(
-        parts.lake,
-        queries.PROFILE_CHUNK_COUNT_AND_MEAN_TOKENS,
-        [profile, sorted(docs)],
-    ).to_pylist()[0]
+    row = query(parts.lake, queries.PROFILE_CHUNK_COUNT_AND_MEAN_TOKENS, [profile, sorted(docs)]).to_pylist()[
+        0
+    ]
     return row["n"], float(row["t"] or 0.0)
 
 

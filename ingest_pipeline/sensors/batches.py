@@ -23,9 +23,6 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.stages import PartitionPlan
 
-MAX_FILES_PER_TICK = 200
-# Vanished files forgotten per tick (one lake walk and one LanceDB delete per table each tick).
-MAX_REMOVALS_PER_TICK = 1000
 # A cursor past this size is stored compressed (10,000 seen files are ~0.5 MB of JSON).
 COMPRESS_CURSOR_OVER = 32 * 1024
 BATCH_TAG = "ingest_pipeline/batch"

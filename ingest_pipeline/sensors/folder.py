@@ -25,8 +25,6 @@ from ingest_pipeline.documents import entry_for, walk_files
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import IndexResource, IngestResource, Parts, StoreResource
 from ingest_pipeline.sensors.batches import (
-    MAX_FILES_PER_TICK,
-    MAX_REMOVALS_PER_TICK,
     SOURCE_TAG,
     SensorCursor,
     partition_requests_for,
@@ -34,6 +32,10 @@ from ingest_pipeline.sensors.batches import (
     settle_pending,
 )
 from ingest_pipeline.stages import StageError, reconcile, record_error
+
+MAX_FILES_PER_TICK = 200
+# Vanished files forgotten per tick (one lake walk and one LanceDB delete per table each tick).
+MAX_REMOVALS_PER_TICK = 1000
 
 
 def evaluate_source_folder(

@@ -34,6 +34,7 @@ from ingest_pipeline.sensors.batches import (
 )
 from ingest_pipeline.stages import StageError, plan_partitions, record_error, remove_documents
 from ingest_pipeline.storage import shards
+from ingest_pipeline.storage.shard_keys import Listed, ShardScheme
 
 MAX_SHARDS_PER_TICK = 256
 SHARDS_PER_RUN = 4
@@ -49,7 +50,7 @@ def load_cursor(raw: str | None):
     return SensorCursor.load(raw)
 
 
-def _give_up(p: Parts, scheme: shards.ShardScheme, shard: str, why: str, run_id: str, tries: int) -> int:
+def _give_up(p: Parts, scheme: ShardScheme, shard: str, why: str, run_id: str, tries: int) -> int:
     """An ``errors`` row for every document of a shard whose run was given up on (with its
     inventory row first, so the error names the file)."""
     members = list(shards.documents_of(p.store, scheme, [shard]))
@@ -73,7 +74,7 @@ def evaluate_shards(
     p: Parts,
     job_name: str,
     catalog_job: str,
-    listing: Iterable[shards.Listed] | None = None,
+    listing: Iterable[Listed] | None = None,
     retries: int | None = None,
     batch_size: int = SHARDS_PER_RUN,
 ) -> SensorResult:

@@ -16,7 +16,7 @@ from ingest_pipeline.stages.common import (
 from ingest_pipeline.storage.store import Store
 
 
-def _table_grid_problem(text: str, layout_json: str | None, meta_json: str | None) -> str | None:
+def table_grid_problem(text: str, layout_json: str | None, meta_json: str | None) -> str | None:
     """What is wrong with a table chunk's text against its cell grid (None if nothing, or
     not a table), from the row's stored layout and meta: only a table's layout has a grid
     to check, the others are not parsed; a ragged table says so in its meta."""
@@ -133,7 +133,7 @@ def chunk_row_findings(rows: list[dict[str, Any]], max_tokens: int) -> list[Find
         meta = row.get("meta") or ""
         if '"token_overflow": true' in meta:
             flagged += 1
-        problem = _table_grid_problem(row.get("text") or "", row.get("layout"), meta)
+        problem = table_grid_problem(row.get("text") or "", row.get("layout"), meta)
         if problem:
             grids.append(
                 {

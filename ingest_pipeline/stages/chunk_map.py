@@ -1,12 +1,11 @@
 """The ``chunk_map/<profile>`` stage: merge the claims of a profile's chunker order per
-page, first in order wins, mint chunk ids and count tokens (table ``chunks``); withdraw a
-chunk map whose file no longer reads; and what a batch's chunk maps show: the chunk map
-checks as findings, and a page picture with the chunk boxes drawn."""
+page, first in order wins (``merge_stored``), mint chunk ids and count tokens (table
+``chunks``); and withdraw a chunk map whose file no longer reads. Its checks are in
+``chunk_checks``, the text the model sees in ``embedding_text``."""
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +18,7 @@ from ingest_pipeline.identity import chunk_id
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.runtime.faults import crash_point
 from ingest_pipeline.settings import Profile
-from ingest_pipeline.stages.chunk_checks import _table_grid_problem
+from ingest_pipeline.stages.chunk_checks import table_grid_problem
 from ingest_pipeline.stages.claims import claim_content, claim_metas
 from ingest_pipeline.stages.common import (
     STAGE_VERSIONS,
@@ -35,15 +34,13 @@ from ingest_pipeline.stages.embedding_text import Expander
 from ingest_pipeline.stages.merge_stored import (
     PIECE_COLUMNS,
     Merged,
-    _merged_by_pieces,
     merge_claim_tables,
+    merged_by_pieces,
 )
 from ingest_pipeline.stages.pages import load_pages
 from ingest_pipeline.stages.sources import load_source
 from ingest_pipeline.storage import tables
 from ingest_pipeline.storage.store import Store
-
-log = logging.getLogger(__name__)
 
 
 def empty_reason(store: Store, profile: str, document: str) -> str | None:
@@ -92,7 +89,7 @@ def build_chunk_map(
         return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED})
     expand = Expander(profile, embedder, source["path"])
     # None for a claim stored without today's columns: then the pieces' way
-    merged = merge_claim_tables(store, order, metas, document, pages, expand) or _merged_by_pieces(
+    merged = merge_claim_tables(store, order, metas, document, pages, expand) or merged_by_pieces(
         store, order, metas, document, pages, expand
     )
     written = _chunk_table(merged.table, document, source, profile.name, run_id, pages, expand)
@@ -207,7 +204,7 @@ def _summary(merged: Merged, chunks: pa.Table) -> dict[str, Any]:
     tabled = holding("layout", '"table"').select(["label", "text", "layout", "meta"]).to_pylist()
     for row in tabled:
         if row["text"]:
-            problem = _table_grid_problem(row["text"], row["layout"], row["meta"])
+            problem = table_grid_problem(row["text"], row["layout"], row["meta"])
             if problem:
                 problems.append({"label": row["label"], "problem": problem})
     return {
@@ -245,6 +242,3 @@ def _why_no_chunks(pages: Sequence[PageOutput], summary: dict[str, Any]) -> str:
     if summary.get("failed_chunkers"):
         text += "; chunkers that raised: " + ", ".join(summary["failed_chunkers"])
     return text
-
-
-# ---------------------------------------------------------------- what a batch's chunk maps show

@@ -174,7 +174,7 @@ def _relinked(table: pa.Table) -> pa.Table:
     return table.set_column(table.schema.get_field_index("meta"), "meta", pa.array(metas, pa.string()))
 
 
-def _merged_by_pieces(
+def merged_by_pieces(
     store: Store,
     order: Sequence[ChunkerInfo],
     metas: Sequence[dict[str, Any]],

@@ -332,3 +332,20 @@ def test_a_new_homes_databases_are_copies_dagster_finds_at_its_head_and_each_hom
         assert ours == dagsters and ours["journal"] == "wal" and ours["revision"], parts
         assert not any(ours["rows"].values())  # empty: no run, tick or identity carried over
     assert seeded.run_storage.get_run_storage_id() != made.run_storage.get_run_storage_id()
+
+
+def test_a_home_whose_dagster_yaml_names_the_old_instance_module_still_opens(tmp_path):
+    """Homes written before the instance code became a package name the event log storage's
+    module ``ingest_pipeline.instance``; their instance is still the kept-open one."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    old = DAGSTER_YAML.replace(
+        "module: ingest_pipeline.instance.home\n", "module: ingest_pipeline.instance\n"
+    )
+    assert old != DAGSTER_YAML
+    (home / "dagster.yaml").write_text(old)
+    instance = instance_for(str(home))
+    try:
+        assert isinstance(instance.event_log_storage, KeptOpenSqliteEventLogStorage)
+    finally:
+        instance.dispose()

@@ -18,7 +18,8 @@ from ingest_pipeline.resources import resources_for
 from ingest_pipeline.sensors.batches import BATCH_TAG
 from ingest_pipeline.sensors.shard_mode import evaluate_shards
 from ingest_pipeline.storage.catalog import query
-from ingest_pipeline.storage.shards import Listed, ShardScheme, is_shard_key, scan, source_document_id
+from ingest_pipeline.storage.shard_keys import Listed, ShardScheme, is_shard_key, source_document_id
+from ingest_pipeline.storage.shards import scan
 from ingest_pipeline.storage.store import Store
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import (

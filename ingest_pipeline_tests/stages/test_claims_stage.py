@@ -224,7 +224,7 @@ def test_the_chunk_map_merged_as_tables_is_the_one_merged_piece_by_piece(data_di
 
     from ingest_pipeline.stages.claims import claim_metas
     from ingest_pipeline.stages.embedding_text import Expander
-    from ingest_pipeline.stages.merge_stored import _merged_by_pieces, merge_claim_tables
+    from ingest_pipeline.stages.merge_stored import merge_claim_tables, merged_by_pieces
 
     # dense in tokens (digits and signs), so markdown@1's 1,200-character chunks exceed the model's 256
     section = " ".join(f"Valve V-{i}/a.{i % 7} reads {i}.{i % 9}-{i % 5}/b;" for i in range(120))
@@ -248,7 +248,7 @@ def test_the_chunk_map_merged_as_tables_is_the_one_merged_piece_by_piece(data_di
             metas = claim_metas(p.store, order, doc)
             expand = Expander(profile, p.embedder, source["path"])
             as_tables = merge_claim_tables(p.store, order, metas, doc, pages, expand)
-            by_pieces = _merged_by_pieces(p.store, order, metas, doc, pages, expand)
+            by_pieces = merged_by_pieces(p.store, order, metas, doc, pages, expand)
             columns = [
                 "page",
                 "chunker",

@@ -226,9 +226,7 @@ class PageLayer:
                 if n <= 0:
                     return [], frame, 0, "none", None
                 more = None
-                if (
-                    extra is not None
-                ):  # loaded for a finding beyond the lines: keep it, and the lines' weights
+                if extra is not None:  # loaded for a finding beyond the lines: keep it and the weights
                     more = extra(page, textpage, frame)
                     self.extras.put(found_key, more, _grid_size(more) if isinstance(more, list) else 4096)
                     self._keep_weights(key, lines, textpage, raw, ctypes)
