@@ -10,6 +10,7 @@ from typing import Any
 
 from ingest_pipeline.contract import Chunker
 from ingest_pipeline.identity import config_hash
+from ingest_pipeline.storage.stage_names import StageName
 
 ENTRY_POINT_GROUP = "ingest_pipeline.chunkers"
 _ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -73,7 +74,7 @@ class ChunkerInfo:
 
     @property
     def asset_name(self) -> str:
-        return f"{self.id}_v{self.version}"
+        return StageName.chunker(self.ref).chunker_asset_name
 
 
 class ChunkerRegistry:

@@ -40,12 +40,13 @@ from ingest_pipeline.resources import (
     StoreResource,
 )
 from ingest_pipeline.stages.claims import claim_detail, claim_findings
+from ingest_pipeline.storage.stage_names import StageName
 
 _SCALARS = {"integer": int, "number": float, "boolean": bool, "string": str}
 
 
 def chunk_asset_key(info: ChunkerInfo) -> AssetKey:
-    return AssetKey(["chunks", info.asset_name])
+    return AssetKey.from_user_string(StageName.chunker(info.ref).asset)
 
 
 def config_schema_for(chunker: Any) -> dict[str, Field]:
@@ -146,7 +147,7 @@ def build_chunk_asset(
         def chunk(doc: str):
             outcome = stages.guarded(
                 st,
-                f"chunks/{active_info.ref}",
+                StageName.chunker(active_info.ref).stage,
                 doc,
                 context.run_id,
                 stages.run_chunker,

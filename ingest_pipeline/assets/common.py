@@ -25,6 +25,7 @@ from ingest_pipeline.runtime import progress
 from ingest_pipeline.runtime.collector import fewer_collections
 from ingest_pipeline.settings import Settings
 from ingest_pipeline.stages import IN_PROCESS_TAG, Finding, Outcome
+from ingest_pipeline.storage.stage_names import StageName
 from ingest_pipeline.storage.store import Store
 
 # Many documents per run: Dagster's per-run overhead is seconds, so runs are batches.
@@ -87,20 +88,25 @@ def runs_step_here(context: AssetExecutionContext, settings: Settings, key: Asse
     )
 
 
+def stage_key(kind: str, subject: str = "") -> AssetKey:
+    """The asset key of a stage (``storage.stage_names`` holds the naming)."""
+    return AssetKey.from_user_string(StageName(kind, subject).asset)
+
+
 def chunk_map_key(profile: str) -> AssetKey:
-    return AssetKey(f"chunk_map_{profile}")
+    return stage_key("chunk_map", profile)
 
 
 def embeddings_key(profile: str) -> AssetKey:
-    return AssetKey(f"embeddings_{profile}")
+    return stage_key("embeddings", profile)
 
 
 def lancedb_key(profile: str) -> AssetKey:
-    return AssetKey(f"lancedb_{profile}")
+    return stage_key("lancedb", profile)
 
 
 def retrieval_eval_key(profile: str) -> AssetKey:
-    return AssetKey(f"retrieval_eval_{profile}")
+    return stage_key("retrieval_eval", profile)
 
 
 def forced(context: AssetExecutionContext, ingest) -> bool:

@@ -45,6 +45,7 @@ from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.chunk_checks import chunk_map_findings, chunk_row_findings, page_text_finding
 from ingest_pipeline.stages.index import index_findings
 from ingest_pipeline.stages.page_pictures import page_picture
+from ingest_pipeline.storage.stage_names import StageName
 from ingest_pipeline.storage.vector_index import table_name
 
 CHUNK_MAP_CHECKS = {
@@ -100,7 +101,7 @@ def build_profile_assets(
             keys,
             lambda doc: stages.guarded(
                 st,
-                f"chunk_map/{profile.name}",
+                StageName("chunk_map", profile.name).stage,
                 doc,
                 context.run_id,
                 stages.build_chunk_map,
@@ -213,7 +214,7 @@ def build_profile_assets(
             keys,
             lambda doc: stages.guarded(
                 st,
-                f"lancedb/{profile.name}",
+                StageName("lancedb", profile.name).stage,
                 doc,
                 context.run_id,
                 stages.index_document,

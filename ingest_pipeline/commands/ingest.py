@@ -27,6 +27,7 @@ from ingest_pipeline.stages import (
 from ingest_pipeline.stages.reconcile import contiguous_batches
 from ingest_pipeline.storage import catalog, queries
 from ingest_pipeline.storage.freshness import Freshness
+from ingest_pipeline.storage.stage_names import StageName
 
 # In-process runs log to the Dagster instance (the UI shows them); the terminal gets errors only.
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
@@ -98,6 +99,22 @@ class Watcher(Protocol):
     def finished(self, board: StageBoard) -> None: ...
 
 
+@dataclass
+class IngestPlan:
+    """What one ingest will do, decided before any run: the documents under its roots, the
+    ones gone, the runs' batches, and the documents still current (not run at all)."""
+
+    entries: list[Any]
+    wanted: set[str]
+    batches: list[list[str]]
+    current: set[str]
+    checks: dict[str, Any]
+    freshness: Freshness
+    board: StageBoard
+    indexed_before: set[str]
+    report: IngestReport
+
+
 def ingest(
     parts: Parts,
     paths: Sequence[str] = (),
@@ -107,21 +124,34 @@ def ingest(
     force: bool = False,
 ) -> IngestReport:
     """Materialize every per-document asset for the documents under ``paths`` (default:
-    the source root) in process, then refresh the catalog. Every count in the report is
-    of this run: each document's outcome per asset is heard as it finishes. A document
-    whose current marker still holds (``freshness``) is not run: its assets' stored
-    outcomes are heard as unchanged. ``force`` ignores the markers and recomputes every
-    stage of these documents whatever their fingerprints (each run is tagged
-    ``ingest/force=true``, so the UI shows why). ``batch_size``: documents per run (default:
-    ``[dagster] run_batch``, the size the sensor's runs have too)."""
-    from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB, build_definitions
+    the source root) in process, then refresh the catalog: plan, run, report. Every count
+    in the report is of this run: each document's outcome per asset is heard as it
+    finishes. A document whose current marker still holds (``freshness``) is not run: its
+    assets' stored outcomes are heard as unchanged. ``force`` ignores the markers and
+    recomputes every stage of these documents whatever their fingerprints (each run is
+    tagged ``ingest/force=true``, so the UI shows why). ``batch_size``: documents per run
+    (default: ``[dagster] run_batch``, the size the sensor's runs have too)."""
+    from ingest_pipeline.definitions import build_definitions
     from ingest_pipeline.instance.home import instance_for
-    from ingest_pipeline.sensors.batches import range_tags
 
     started = time.perf_counter()
+    instance = instance or instance_for(parts.settings.dagster_home)
+    defs = build_definitions(parts.settings, parts.resources)  # the runs use these very resources
+    plan = plan_ingest(parts, defs, paths, instance, batch_size or parts.settings.run_batch, force)
+    heard = run_plan(parts, defs, plan, instance, watcher, force)
+    report_plan(parts, plan, heard)
+    plan.report.seconds = time.perf_counter() - started
+    return plan.report
+
+
+def plan_ingest(
+    parts: Parts, defs, paths: Sequence[str], instance: Any, batch_size: int, force: bool
+) -> IngestPlan:
+    """Collect the documents, forget the vanished ones, sync the partitions and cut the
+    batches; the documents whose markers hold are left out of every batch."""
+    from ingest_pipeline.definitions import INGEST_JOB
+
     settings, store = parts.settings, parts.store
-    batch_size = batch_size or settings.run_batch
-    instance = instance or instance_for(settings.dagster_home)
     for run in fail_stale_runs(instance):
         sys.stderr.write(
             f"run {run.run_id} ({run.job_name}) was left unfinished by process {run.pid}, which is "
@@ -133,10 +163,9 @@ def ingest(
     inventory = store.inventory()
     entries = collect(settings, roots, known=inventory)
     report = IngestReport(documents=len(entries), paths={e.document_id: e.path for e in entries})
-
     gone = vanished(inventory, roots) + superseded(inventory, entries)
     report.removed = [entry.path for entry in gone]
-    plan = reconcile(
+    partitions = reconcile(
         store,
         parts.index,
         entries,
@@ -144,54 +173,66 @@ def ingest(
         instance.get_dynamic_partitions(DOCUMENTS),
         batch_size,
     )
-    for key in plan.remove:
+    for key in partitions.remove:
         instance.delete_dynamic_partition(DOCUMENTS, key)
-    if plan.add:
-        instance.add_dynamic_partitions(DOCUMENTS, plan.add)
+    if partitions.add:
+        instance.add_dynamic_partitions(DOCUMENTS, partitions.add)
     wanted = {e.document_id for e in entries}
-    indexed_before = store.indexed_documents(settings.default_profile)
-
-    resources = parts.resources  # the runs use the very resources these parts come from
-    defs = build_definitions(settings, resources)
-    job = defs.resolve_job_def(INGEST_JOB)
-    board = StageBoard(
-        len(wanted), sorted(k.to_user_string() for k in job.asset_layer.selected_asset_keys), report.paths
+    assets = sorted(
+        k.to_user_string() for k in defs.resolve_job_def(INGEST_JOB).asset_layer.selected_asset_keys
     )
+    freshness = Freshness(parts, assets, sorted(wanted))
+    checks = {} if force else {e.document_id: freshness.check(e) for e in entries}
+    current = {doc for doc, check in checks.items() if check.current}
+    return IngestPlan(
+        entries=entries,
+        wanted=wanted,
+        batches=list(contiguous_batches(partitions.ordered, wanted - current, batch_size)),
+        current=current,
+        checks=checks,
+        freshness=freshness,
+        board=StageBoard(len(wanted), assets, report.paths),
+        indexed_before=store.indexed_documents(settings.default_profile),
+        report=report,
+    )
+
+
+def run_plan(
+    parts: Parts, defs, plan: IngestPlan, instance: Any, watcher: Watcher | None, force: bool
+) -> dict[str, dict[str, DocumentEvent]]:
+    """Run the ingest job over each batch in this process, then the catalog job; returns
+    what was heard of each document, asset by asset."""
+    from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB
+    from ingest_pipeline.sensors.batches import range_tags
+
+    report, board, resources = plan.report, plan.board, parts.resources
     heard: dict[str, dict[str, DocumentEvent]] = {}
 
     def hear(event: DocumentEvent) -> None:
-        if event.document not in wanted:
+        if event.document not in plan.wanted:
             return
         heard.setdefault(event.document, {})[event.asset] = event
         done = board.add(event)
         if watcher:
             watcher.changed(board, event, done)
 
-    freshness = Freshness(
-        parts, [k.to_user_string() for k in job.asset_layer.selected_asset_keys], sorted(wanted)
-    )
-    checks = {} if force else {e.document_id: freshness.check(e) for e in entries}
-    current = {doc for doc, check in checks.items() if check.current}
     if watcher:
         watcher.started(board)
-    for doc in sorted(current):  # told as the stages themselves would tell an unchanged document
-        for asset, (status, detail) in checks[doc].outcomes.items():
+    for doc in sorted(plan.current):  # told as the stages themselves would tell an unchanged document
+        for asset, (status, detail) in plan.checks[doc].outcomes.items():
             hear(DocumentEvent(asset, doc, status, detail))
+    job = defs.resolve_job_def(INGEST_JOB)
     try:
         parse = resources["parse"]  # one parse worker for all the batches, not one per run
         with listening(hear), kept_worker(parse.timeout, parse.memory_bytes()):
-            for batch in contiguous_batches(plan.ordered, wanted - current, batch_size):
+            for batch in plan.batches:
+                tags = {**range_tags(batch[0], batch[-1]), **process_tags(), IN_PROCESS_TAG: "true"}
                 result = job.execute_in_process(
                     instance=instance,
                     resources=resources,
                     raise_on_error=False,
                     run_config=QUIET,
-                    tags={
-                        **range_tags(batch[0], batch[-1]),
-                        **process_tags(),
-                        IN_PROCESS_TAG: "true",
-                        **({FORCE_TAG: "true"} if force else {}),
-                    },
+                    tags={**tags, **({FORCE_TAG: "true"} if force else {})},
                 )
                 report.run_ids.append(result.run_id)
                 EmbeddingPrefetch.stop_run(result.run_id)  # one its embeddings step did not take
@@ -203,7 +244,7 @@ def ingest(
     finally:
         if watcher:
             watcher.finished(board)
-    if report.run_ids or report.removed or not _catalog_exists(settings):
+    if report.run_ids or report.removed or not _catalog_exists(parts.settings):
         defs.resolve_job_def(CATALOG_JOB).execute_in_process(
             instance=instance,
             resources=resources,
@@ -211,18 +252,20 @@ def ingest(
             raise_on_error=False,
             run_config=QUIET,
         )
-    con = catalog.connect(
-        store, only=("errors", "chunks")
-    )  # the runs' results, through the two views they need
+    return heard
+
+
+def report_plan(parts: Parts, plan: IngestPlan, heard: dict[str, dict[str, DocumentEvent]]) -> None:
+    """Fill the plan's report from what was heard and what the lake holds now, and mark the
+    documents that finished as current."""
+    con = catalog.connect(parts.store, only=("errors", "chunks"))  # the two views the report reads
     try:
-        _summarize(parts, report, entries, heard, indexed_before, con)
-        freshness.reload_errors(sorted(wanted - current), con)
-        _mark(freshness, report, entries, current)
+        _summarize(parts, plan.report, plan.entries, heard, plan.indexed_before, con)
+        plan.freshness.reload_errors(sorted(plan.wanted - plan.current), con)
+        _mark(plan.freshness, plan.report, plan.entries, plan.current)
     finally:
         con.close()
-    report.stages = board.as_dicts()
-    report.seconds = time.perf_counter() - started
-    return report
+    plan.report.stages = plan.board.as_dicts()
 
 
 def _mark(freshness: Freshness, report: IngestReport, entries, current: set[str]) -> None:
@@ -255,60 +298,22 @@ def _summarize(
     ``indexed_before``: the documents the served profile had an index marker for when the
     run began (one the run indexed for the first time is new work, even if a killed run had
     observed its bytes already)."""
-    from ingest_pipeline.storage.catalog import query
-
     store = parts.store
     wanted = [e.document_id for e in entries]
     if not wanted:
         return
-    errors = query(
-        store,
-        queries.ERRORS_OF_DOCUMENTS,
-        [wanted],
-        con=con,
-    ).to_pylist()
-    for row in errors:
+    for row in catalog.query(store, queries.ERRORS_OF_DOCUMENTS, [wanted], con=con).to_pylist():
         entry = {"stage": row["stage"], "reason": row["reason"]}
-        if row["stage"].startswith("chunks/"):  # that chunker's pages went to the next one in order
+        stage = StageName.of_stage(row["stage"])
+        if stage is not None and stage.is_chunker:  # that chunker's pages went to the next one in order
             report.warnings.setdefault(row["document_id"], []).append(entry)
         else:
             report.failed.setdefault(row["document_id"], []).append(entry)
-    from ingest_pipeline.assets.common import embeddings_key, lancedb_key
-
     profile = report.profile = parts.settings.default_profile
-    lancedb = lancedb_key(profile).to_user_string()
-    indexing = parts.settings.is_indexed(profile)
     for doc in wanted:
-        if doc in report.failed:
-            continue
-        events = heard.get(doc, {})
-        source, indexed = events.get("sources"), events.get(lancedb)
-        if source is None:
-            report.failed.setdefault(doc, []).append(
-                {"stage": "sources", "reason": "not observed in this run"}
-            )
-        elif (
-            indexing
-            and (indexed is None or indexed.status not in ("new", "unchanged"))
-            and finished(store, profile, doc) is None
-        ):
-            report.failed.setdefault(doc, []).append(
-                {
-                    "stage": f"lancedb/{profile}",
-                    "reason": "not finished: no index marker for its current bytes",
-                }
-            )
-        elif source.status == "new" or (
-            doc not in indexed_before and indexed is not None and indexed.status == "new"
-        ):
-            report.new.append(doc)  # new bytes, or bytes an earlier (killed) run observed and never indexed
-        elif source.status == "changed" or any(
-            e.status not in ("unchanged", "skipped", "failed") for e in events.values()
-        ):
-            report.changed.append(doc)  # new bytes, or a setting changed and a stage recomputed
-        else:
-            report.unchanged.append(doc)
-    served = embeddings_key(profile).to_user_string()
+        if doc not in report.failed:
+            _classify(parts, report, doc, heard.get(doc, {}), doc in indexed_before)
+    served = StageName("embeddings", profile).asset
     for doc_events in heard.values():  # the served profile's texts, as this run embedded or reused them
         event = doc_events.get(served)
         if event is not None:
@@ -318,9 +323,33 @@ def _summarize(
         reason = None if doc in report.failed else empty_reason(store, profile, doc)
         if reason:
             report.empty[doc] = reason
-    report.chunks = query(
-        store,
-        queries.PROFILE_CHUNK_COUNT,
-        [profile, wanted],
-        con=con,
-    ).to_pylist()[0]["n"]
+    report.chunks = catalog.query(store, queries.PROFILE_CHUNK_COUNT, [profile, wanted], con=con).to_pylist()[
+        0
+    ]["n"]
+
+
+def _classify(
+    parts: Parts, report: IngestReport, doc: str, events: dict[str, DocumentEvent], indexed_before: bool
+) -> None:
+    """Put a document that has no errors row under new, changed, unchanged or failed."""
+    profile = report.profile
+    indexed_stage = StageName("lancedb", profile)
+    source, indexed = events.get("sources"), events.get(indexed_stage.asset)
+    if source is None:
+        report.failed.setdefault(doc, []).append({"stage": "sources", "reason": "not observed in this run"})
+    elif (
+        parts.settings.is_indexed(profile)
+        and (indexed is None or indexed.status not in ("new", "unchanged"))
+        and finished(parts.store, profile, doc) is None
+    ):
+        report.failed.setdefault(doc, []).append(
+            {"stage": indexed_stage.stage, "reason": "not finished: no index marker for its current bytes"}
+        )
+    elif source.status == "new" or (not indexed_before and indexed is not None and indexed.status == "new"):
+        report.new.append(doc)  # new bytes, or bytes an earlier (killed) run observed and never indexed
+    elif source.status == "changed" or any(
+        e.status not in ("unchanged", "skipped", "failed") for e in events.values()
+    ):
+        report.changed.append(doc)  # new bytes, or a setting changed and a stage recomputed
+    else:
+        report.unchanged.append(doc)

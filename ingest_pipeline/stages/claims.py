@@ -33,6 +33,7 @@ from ingest_pipeline.stages.pages import load_pages
 from ingest_pipeline.stages.sources import load_source, source_bytes
 from ingest_pipeline.storage import tables
 from ingest_pipeline.storage.lake import as_stored
+from ingest_pipeline.storage.stage_names import StageName
 from ingest_pipeline.storage.store import Store, piece_row
 
 
@@ -91,9 +92,9 @@ def run_chunker(
             )
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
-        record_error(store, f"chunks/{info.ref}", document, exc, run_id)
+        record_error(store, StageName.chunker(info.ref).stage, document, exc, run_id)
     else:
-        clear_error(store, f"chunks/{info.ref}", document)
+        clear_error(store, StageName.chunker(info.ref).stage, document)
     if worked is None:
         empty = tables.CLAIMS.empty_table()
         worked = WorkedClaim(empty, [], _claim_content(empty, [], error, info.ref, info.config_hash))
@@ -232,7 +233,9 @@ def claim_metas(store: Store, order: Sequence[ChunkerInfo], document: str) -> li
     for info in order:
         meta = store.claim_meta(info.asset_name, document)
         if meta is None:
-            raise StageError(f"chunks/{info.asset_name} has not been materialized for this document")
+            raise StageError(
+                f"{StageName.chunker(info.ref).asset} has not been materialized for this document"
+            )
         metas.append(meta)
     return metas
 

@@ -25,6 +25,7 @@ from ingest_pipeline.stages.common import (
     record_error,
 )
 from ingest_pipeline.storage import tables
+from ingest_pipeline.storage.stage_names import StageName
 from ingest_pipeline.storage.store import Store
 from ingest_pipeline.storage.vector_index import load_client_ahead
 
@@ -151,7 +152,7 @@ def embed_documents(
 
     def found(document: str, outcome: Outcome | Exception) -> None:
         if isinstance(outcome, Exception):
-            row = record_error(store, f"embeddings/{profile.name}", document, outcome, run_id)
+            row = record_error(store, StageName("embeddings", profile.name).stage, document, outcome, run_id)
             outcome = Outcome(document, "failed", {"reason": row["reason"]})
         finish(outcome)
 
@@ -255,7 +256,7 @@ def _write_embeddings(
     store.write_embeddings(
         profile.name, document, data, meta={"fingerprint": fingerprint, "summary": summary}
     )
-    clear_error(store, f"embeddings/{profile.name}", document)
+    clear_error(store, StageName("embeddings", profile.name).stage, document)
     crash_point("embedding")
     return Outcome(document, "new", summary)
 

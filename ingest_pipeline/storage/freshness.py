@@ -29,6 +29,7 @@ from typing import Any
 from ingest_pipeline.identity import canonical_json, sha256_text
 from ingest_pipeline.settings import PASSWORDS_FILE
 from ingest_pipeline.storage import object_store
+from ingest_pipeline.storage.stage_names import StageName
 from ingest_pipeline.storage.store import Store
 
 # Failures that depend on the machine's load, the run or the network, not on the document:
@@ -80,14 +81,6 @@ def _file_version(path: str) -> list[int] | None:
     except (FileNotFoundError, OSError):
         return None
     return [found.size, found.mtime_ns]
-
-
-def _asset_of_stage(stage: str) -> str:
-    """The asset an errors row's stage belongs to ('chunks/pdf@1' -> 'chunks/pdf_v1')."""
-    if stage.startswith("chunks/"):
-        return "chunks/" + stage.split("/", 1)[1].replace("@", "_v")
-    kind, _, profile = stage.partition("/")
-    return f"{kind}_{profile}" if profile else kind
 
 
 def _unchanged_detail(asset: str, meta: dict[str, Any]) -> dict[str, Any]:
@@ -189,7 +182,9 @@ class Freshness:
             return Check(False)
         if not marker or marker.get("state") != state or not self._settled(state):
             return Check(False, state)
-        failed = {_asset_of_stage(e["stage"]): e["reason"] for e in state["errors"]}
+        failed = {
+            stage.asset: e["reason"] for e in state["errors"] if (stage := StageName.of_stage(e["stage"]))
+        }
         outcomes = {}
         for asset, meta in metas.items():
             if meta:

@@ -30,6 +30,7 @@ from ingest_pipeline.contract import ChunkPiece, Layout, LocatedLine, PageOutput
 from ingest_pipeline.documents import DocumentEntry
 from ingest_pipeline.storage import tables
 from ingest_pipeline.storage.lake import Lake
+from ingest_pipeline.storage.stage_names import StageName
 
 Meta = dict[str, Any]
 
@@ -509,14 +510,10 @@ class Store:
 
 def _asset_table(asset: str, document: str) -> tuple[str, tuple[str, ...]] | None:
     """The table and partition a per-document asset of the ingest job writes for a document."""
-    if asset in ("sources", "pages"):
-        return asset, (document,)
-    if asset.startswith("chunks/"):
-        return "claims", (asset.split("/", 1)[1], document)
-    for prefix, table in (("chunk_map_", "chunks"), ("embeddings_", "embeddings"), ("lancedb_", "indexed")):
-        if asset.startswith(prefix):
-            return table, (asset[len(prefix) :], document)
-    return None
+    stage = StageName.of_asset(asset)
+    if stage is None or stage.table is None:
+        return None
+    return stage.table, stage.partition(document)
 
 
 def _public(table: str) -> str:
