@@ -71,10 +71,9 @@ class Settings:
     # Outside folders a symbolic link in a source folder may point into (besides the
     # source root and the folder it was found in).
     link_roots: tuple[str, ...] = ()
-    # How the model runs, measured on 2 cores: one session per CPU, each on one thread, 4
-    # texts per call. Over 1,000-character passages (bench/results/embed_threads.json) that
-    # took 0.80x the time of one session on both cores with batches of 8 (batches of 2: 0.75x);
-    # over 600 served FinanceBench passages, 22.0 s against 28.8 s (batches of 2: 23.9 s).
+    # How the model runs: one session per CPU, each on one thread, 4 texts per call. One
+    # session on several cores waits for its threads at every operator; small batches keep
+    # padding low (bench/embed_threads_bench.py, bench/results/embed_threads.json).
     embed_batch: int = 4
     embed_workers: int = field(default_factory=lambda: available_cpus())
     embed_threads: int = 1  # intra-op threads per session; 0: onnxruntime's own count
@@ -90,8 +89,8 @@ class Settings:
     sensor_interval: int = 15
     executor: str = "in_process"
     # A batch of documents a run covers; runs that fail are re-requested this many times.
-    # Each run pays Dagster for its 15 steps whatever its size: 100 documents cost it 7.0 s in
-    # runs of 25 and 5.2 s in runs of 50 (bench/suite.py's dagster_alone section).
+    # Each run pays Dagster for its steps whatever its size, so fewer, larger runs cost
+    # less (bench/suite.py's dagster_alone section, bench/results/suite.json).
     run_batch: int = 50
     run_retries: int = 2
     # What a partition of ``documents`` is: one document, or (large collections) a hash

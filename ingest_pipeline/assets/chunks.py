@@ -82,12 +82,63 @@ def build_chunk_asset(
     profiles it leads for its formats, whose texts it hands to the model as it goes."""
     info = registry.info(chunker)
     check_names = tuple(getattr(chunker, "check_names", ()) or ())
+
+    @asset(**_asset_spec(chunker, info, check_names, served, leads))
+    def _chunks(
+        context: AssetExecutionContext,
+        ingest: IngestResource,
+        store: StoreResource,
+        chunkers: ChunkersResource,
+        parse: ParseWorkerResource,
+        embedder: EmbedderResource,
+    ) -> MaterializeResult:
+        settings, st, worker = ingest.settings(), store.store(), parse.worker()
+        active, active_info = chunker, info
+        overrides = dict(context.op_config or {})
+        if overrides and overrides != {k: v for k, v in chunker_config(chunker).items() if k in overrides}:
+            active = type(chunker)(overrides)
+            active_info = chunkers.registry().info(active)
+        started, force = time.perf_counter(), forced(context, ingest)
+        keys = document_keys(context, settings, st)
+        feeder = _Feeder(context, st, embedder, _profiles_led_here(context, settings, leads))
+        stage = StageName.chunker(active_info.ref).stage
+
+        def chunk(doc: str):
+            outcome = stages.guarded(
+                st, stage, doc, context.run_id, stages.run_chunker,
+                settings, st, active, active_info, doc, context.run_id, worker,
+                force=force, keep_pieces=bool(feeder.profiles),
+            )  # fmt: skip
+            feeder.feed(doc, outcome)
+            return outcome
+
+        # a version whose texts go to the model ahead takes the shortest documents first, so
+        # the model starts on their texts seconds into the step instead of after the longest
+        order = _shortest_first(st, keys) if feeder.profiles else keys
+        outcomes = for_each_document(context, order, chunk)
+        feeder.log()
+        written = {o.document: o.kept["meta"] for o in outcomes if "meta" in o.kept}  # not read back
+        metas = {
+            doc: written[doc] if doc in written else st.claim_meta(active_info.asset_name, doc) or {}
+            for doc in keys
+        }
+        report_partitions(
+            context,
+            outcomes,
+            started,
+            lambda o: claim_detail(metas.get(o.document, {}), active_info, failed=o.status == "failed"),
+        )
+        return MaterializeResult(check_results=[check_result(f) for f in claim_findings(metas, check_names)])
+
+    return _chunks
+
+
+def _asset_spec(chunker: Any, info: ChunkerInfo, check_names: tuple, served: bool, leads: Sequence[str]):
+    """The ``@asset`` arguments of a chunker version's asset."""
     check_descriptions = dict(getattr(chunker, "check_descriptions", {}) or {})
     key = chunk_asset_key(info)
     kind = "default" if info.default else "opt-in"
-    description = f"{info.ref} ({kind}): {info.summary or 'chunks'}. Claims per page, in reading order."
-
-    @asset(
+    return dict(
         key=key,
         partitions_def=documents_partitions,
         backfill_policy=BATCH_POLICY,
@@ -95,7 +146,7 @@ def build_chunk_asset(
         deps=[pages],
         kinds={"parquet"},
         code_version=f"{info.version}:{info.config_hash}",
-        description=description,
+        description=f"{info.ref} ({kind}): {info.summary or 'chunks'}. Claims per page, in reading order.",
         config_schema=config_schema_for(chunker),
         check_specs=[
             AssetCheckSpec(
@@ -114,89 +165,49 @@ def build_chunk_asset(
         tags={"chunker": info.asset_name},
         op_tags=served_first(LEADS if leads else SERVED if served else 0),
     )
-    def _chunks(
-        context: AssetExecutionContext,
-        ingest: IngestResource,
-        store: StoreResource,
-        chunkers: ChunkersResource,
-        parse: ParseWorkerResource,
-        embedder: EmbedderResource,
-    ) -> MaterializeResult:
-        settings, st, worker = ingest.settings(), store.store(), parse.worker()
-        active, active_info = chunker, info
-        overrides = dict(context.op_config or {})
-        if overrides and overrides != {k: v for k, v in chunker_config(chunker).items() if k in overrides}:
-            active = type(chunker)(overrides)
-            active_info = chunkers.registry().info(active)
-        started = time.perf_counter()
-        keys = document_keys(context, settings, st)
-        # the indexed profiles this version leads whose chunk map and embeddings steps run in
-        # this process: each document's texts go to the model as soon as its claims are written
-        # (the chunk map then says which of them it holds)
-        ahead = [
-            p
-            for p in settings.indexed_profiles
-            if p.name in leads
-            and all(
-                runs_step_here(context, settings, key)
-                for key in (chunk_map_key(p.name), embeddings_key(p.name))
-            )
-        ]
-        handed = {p.name: 0 for p in ahead}
 
-        def chunk(doc: str):
-            outcome = stages.guarded(
-                st,
-                StageName.chunker(active_info.ref).stage,
-                doc,
-                context.run_id,
-                stages.run_chunker,
-                settings,
-                st,
-                active,
-                active_info,
-                doc,
-                context.run_id,
-                worker,
-                force=forced(context, ingest),
-                keep_pieces=bool(ahead),
-            )
-            pieces = outcome.kept.pop("pieces", None)
-            if pieces and outcome.status == "new":
-                for profile in ahead:
-                    try:
-                        texts = stages.texts_ahead(profile, embedder, outcome.kept["path"], pieces)
-                        handed[profile.name] += stages.EmbeddingPrefetch.feed(
-                            st, embedder, profile.name, texts, context.run_id
-                        )
-                    except Exception as exc:  # noqa: BLE001 - the embeddings step embeds them anyway
-                        context.log.warning(f"{doc}: its texts could not go to the model ahead ({exc})")
-            return outcome
 
-        # a version whose texts go to the model ahead takes the shortest documents first, so
-        # the model starts on their texts seconds into the step instead of after the longest
-        order = _shortest_first(st, keys) if ahead else keys
-        outcomes = for_each_document(context, order, chunk)
-        for name, count in handed.items():
+def _profiles_led_here(context: AssetExecutionContext, settings, leads: Sequence[str]) -> list:
+    """The indexed profiles this version leads whose chunk map and embeddings steps run in
+    this process: each document's texts go to the model as soon as its claims are written
+    (the chunk map then says which of them it holds)."""
+    return [
+        p
+        for p in settings.indexed_profiles
+        if p.name in leads
+        and all(
+            runs_step_here(context, settings, key) for key in (chunk_map_key(p.name), embeddings_key(p.name))
+        )
+    ]
+
+
+class _Feeder:
+    """Hands each new document's texts of the led profiles to the model's prefetch."""
+
+    def __init__(self, context: AssetExecutionContext, store, embedder, profiles: list) -> None:
+        self.context, self.store, self.embedder, self.profiles = context, store, embedder, profiles
+        self.handed = {p.name: 0 for p in profiles}
+
+    def feed(self, doc: str, outcome) -> None:
+        pieces = outcome.kept.pop("pieces", None)
+        if not pieces or outcome.status != "new":
+            return
+        for profile in self.profiles:
+            try:
+                texts = stages.texts_ahead(profile, self.embedder, outcome.kept["path"], pieces)
+                self.handed[profile.name] += stages.EmbeddingPrefetch.feed(
+                    self.store, self.embedder, profile.name, texts, self.context.run_id
+                )
+            except Exception as exc:  # noqa: BLE001 - the embeddings step embeds them anyway
+                self.context.log.warning(f"{doc}: its texts could not go to the model ahead ({exc})")
+
+    def log(self) -> None:
+        for name, count in self.handed.items():
             if count:
-                context.log.info(
+                self.context.log.info(
                     f"Handed {count} texts of profile '{name}' to the model as the documents' "
                     f"claims were written; it embeds them while the run goes on"
                 )
-        written = {o.document: o.kept["meta"] for o in outcomes if "meta" in o.kept}  # not read back
-        metas = {
-            doc: written[doc] if doc in written else st.claim_meta(active_info.asset_name, doc) or {}
-            for doc in keys
-        }
-        report_partitions(
-            context,
-            outcomes,
-            started,
-            lambda o: claim_detail(metas.get(o.document, {}), active_info, failed=o.status == "failed"),
-        )
-        return MaterializeResult(check_results=[check_result(f) for f in claim_findings(metas, check_names)])
-
-    return _chunks
 
 
 def build_chunk_assets(

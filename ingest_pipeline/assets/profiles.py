@@ -63,25 +63,28 @@ def build_profile_assets(
     registry: ChunkerRegistry, profile: Profile, max_tokens: int, indexed: bool = True
 ) -> list:
     """The profile's chunk map, and for an indexed profile its embeddings and LanceDB rows."""
+    chunk_map = chunk_map_asset(registry, profile, max_tokens, indexed)
+    if not indexed:  # nothing searches it: no vectors, no LanceDB table
+        return [chunk_map]
+    return [chunk_map, embeddings_asset(profile), lancedb_asset(profile)]
+
+
+def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, max_tokens: int, indexed: bool):
+    """The profile's merged chunk map: its chunker versions' claims, first in order wins."""
     order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
-    map_key, emb_key, lance_key = (
-        chunk_map_key(profile.name),
-        embeddings_key(profile.name),
-        lancedb_key(profile.name),
-    )
-    refs = ", ".join(i.ref for i in order)
-    group = f"profile_{profile.name}"
+    map_key = chunk_map_key(profile.name)
 
     @asset(
         key=map_key,
         partitions_def=documents_partitions,
         backfill_policy=BATCH_POLICY,
-        group_name=group,
+        group_name=f"profile_{profile.name}",
         deps=[pages, *[chunk_asset_key(i) for i in order]],
         kinds={"parquet"},
         code_version=f"{stages.STAGE_VERSIONS['chunk_map']}:"
         + "+".join(f"{i.ref}:{i.config_hash}" for i in order),
-        description=f"Profile '{profile.name}': claims merged per page, first in order wins ({refs}).",
+        description=f"Profile '{profile.name}': claims merged per page, first in order wins "
+        f"({', '.join(i.ref for i in order)}).",
         metadata={"order": [i.ref for i in order], "profile": profile.name},
         check_specs=[AssetCheckSpec(n, asset=map_key, description=d) for n, d in CHUNK_MAP_CHECKS.items()],
         op_tags=served_first(SERVED if indexed else 0),
@@ -94,66 +97,66 @@ def build_profile_assets(
         embedder: EmbedderResource,
     ) -> MaterializeResult:
         settings, st, registry = ingest.settings(), store.store(), chunkers.registry()
-        started = time.perf_counter()
+        started, force = time.perf_counter(), forced(context, ingest)
         keys = document_keys(context, settings, st)
-        outcomes = for_each_document(
-            context,
-            keys,
-            lambda doc: stages.guarded(
-                st,
-                StageName("chunk_map", profile.name).stage,
-                doc,
-                context.run_id,
-                stages.build_chunk_map,
-                st,
-                registry,
-                profile,
-                embedder,
-                doc,
-                context.run_id,
-                force=forced(context, ingest),
-            ),
-        )
-        if indexed and runs_step_here(context, settings, emb_key):
-            # the model starts on this profile's new texts while the run's other steps go on
-            ahead = stages.EmbeddingPrefetch.start(
-                st, embedder, profile, keys, context.run_id, force=forced(context, ingest)
-            )
-            if ahead:
-                context.log.info(
-                    f"Embedding {len(ahead.texts)} new texts of profile '{profile.name}' "
-                    f"while the run's other steps go on; {emb_key.to_user_string()} takes them"
-                )
+        stage = StageName("chunk_map", profile.name).stage
+
+        def build(doc: str):
+            return stages.guarded(
+                st, stage, doc, context.run_id, stages.build_chunk_map,
+                st, registry, profile, embedder, doc, context.run_id, force=force,
+            )  # fmt: skip
+
+        outcomes = for_each_document(context, keys, build)
+        if indexed and runs_step_here(context, settings, embeddings_key(profile.name)):
+            _embed_ahead(context, st, embedder, profile, keys, force)
         rows_by_doc, findings = chunk_map_findings(
             st, profile.name, keys, max_tokens, {o.document: o.kept for o in outcomes}
         )
-
-        def own(outcome):
-            rows = rows_by_doc.get(outcome.document, [])
-            extra = {
-                "profile": profile.name,
-                "chunks": len(rows),
-                "chunkers_used": sorted({r["chunker"] for r in rows}),
-            }
-            if rows:
-                extra["preview"] = preview_markdown(rows)
-                picture = page_picture(st, settings.passwords, rows)
-                if picture:
-                    extra[PAGE_PICTURE] = MetadataValue.md(picture)
-            return extra
-
-        report_partitions(context, outcomes, started, own)
+        report_partitions(
+            context, outcomes, started, lambda o: _chunk_map_metadata(st, settings, profile, rows_by_doc, o)
+        )
         return MaterializeResult(check_results=[check_result(f) for f in findings])
 
-    if not indexed:  # nothing searches it: no vectors, no LanceDB table
-        return [_chunk_map]
+    return _chunk_map
+
+
+def _embed_ahead(context, st, embedder, profile: Profile, keys: list[str], force: bool) -> None:
+    """Start the model on the profile's new texts while the run's other steps go on."""
+    ahead = stages.EmbeddingPrefetch.start(st, embedder, profile, keys, context.run_id, force=force)
+    if ahead:
+        context.log.info(
+            f"Embedding {len(ahead.texts)} new texts of profile '{profile.name}' while the run's "
+            f"other steps go on; {embeddings_key(profile.name).to_user_string()} takes them"
+        )
+
+
+def _chunk_map_metadata(st, settings, profile: Profile, rows_by_doc: dict, outcome) -> dict:
+    """A chunk map partition's own metadata: its counts, a preview and the page picture."""
+    rows = rows_by_doc.get(outcome.document, [])
+    extra = {
+        "profile": profile.name,
+        "chunks": len(rows),
+        "chunkers_used": sorted({r["chunker"] for r in rows}),
+    }
+    if rows:
+        extra["preview"] = preview_markdown(rows)
+        picture = page_picture(st, settings.passwords, rows)
+        if picture:
+            extra[PAGE_PICTURE] = MetadataValue.md(picture)
+    return extra
+
+
+def embeddings_asset(profile: Profile):
+    """A vector per text chunk of the profile, through the embedding cache."""
+    emb_key = embeddings_key(profile.name)
 
     @asset(
         key=emb_key,
         partitions_def=documents_partitions,
         backfill_policy=BATCH_POLICY,
-        group_name=group,
-        deps=[map_key],
+        group_name=f"profile_{profile.name}",
+        deps=[chunk_map_key(profile.name)],
         kinds={"parquet"},
         code_version=str(stages.STAGE_VERSIONS["embeddings"]),
         description=f"Profile '{profile.name}': a vector per text chunk, through the embedding cache.",
@@ -183,12 +186,19 @@ def build_profile_assets(
         report_partitions(context, outcomes, started, lambda o: {"model": embedder.model_id})
         return MaterializeResult()
 
+    return _embeddings
+
+
+def lancedb_asset(profile: Profile):
+    """The profile's documents' rows in its LanceDB table."""
+    lance_key = lancedb_key(profile.name)
+
     @asset(
         key=lance_key,
         partitions_def=documents_partitions,
         backfill_policy=BATCH_POLICY,
-        group_name=group,
-        deps=[emb_key],
+        group_name=f"profile_{profile.name}",
+        deps=[embeddings_key(profile.name)],
         kinds={"lancedb"},
         pool="lancedb",
         code_version=str(stages.STAGE_VERSIONS["lancedb"]),
@@ -207,42 +217,30 @@ def build_profile_assets(
         context: AssetExecutionContext, ingest: IngestResource, store: StoreResource, index: IndexResource
     ) -> MaterializeResult:
         st, lance = store.store(), index.index()
-        started = time.perf_counter()
+        started, force = time.perf_counter(), forced(context, ingest)
         keys = document_keys(context, ingest.settings(), st)
-        outcomes = for_each_document(
-            context,
-            keys,
-            lambda doc: stages.guarded(
-                st,
-                StageName("lancedb", profile.name).stage,
-                doc,
-                context.run_id,
-                stages.index_document,
-                st,
-                lance,
-                profile,
-                doc,
-                context.run_id,
-                force=forced(context, ingest),
-            ),
-        )
+        stage = StageName("lancedb", profile.name).stage
+
+        def write(doc: str):
+            return stages.guarded(
+                st, stage, doc, context.run_id,
+                stages.index_document, st, lance, profile, doc, context.run_id, force=force,
+            )  # fmt: skip
+
+        outcomes = for_each_document(context, keys, write)
         if any(o.status == "new" for o in outcomes):
             lance.refresh_text_index(profile.name)
         counts, finding = index_findings(st, lance, profile.name, keys)
         table_rows = lance.count(profile.name)
-        report_partitions(
-            context,
-            outcomes,
-            started,
-            lambda o: {
-                "table": table_name(profile.name),
-                "document_rows": counts.get(o.document, 0),
-                "table_rows": table_rows,
-            },
-        )
+        rows_of = lambda o: {  # noqa: E731
+            "table": table_name(profile.name),
+            "document_rows": counts.get(o.document, 0),
+            "table_rows": table_rows,
+        }
+        report_partitions(context, outcomes, started, rows_of)
         return MaterializeResult(check_results=[check_result(finding)])
 
-    return [_chunk_map, _embeddings, _lancedb]
+    return _lancedb
 
 
 PAGE_PICTURE = "page_picture (chunk boxes drawn)"

@@ -219,19 +219,43 @@ def cmd_chunkers(args) -> int:
     return 0
 
 
+def _inspect_chunk(args, p) -> int:
+    """``inspect --chunk ID``: the chunk's lineage chain."""
+    from ingest_pipeline.commands.lineage import explain_chunk, format_chain
+
+    chains = explain_chunk(p, args.chunk, args.profile)
+    if not chains:
+        print(f"no chunk {args.chunk!r}", file=sys.stderr)
+        return 1
+    print(_json(chains) if args.json else "\n\n".join(format_chain(c) for c in chains))
+    return 0
+
+
+def _document_at_a_glance(p, source: dict, profile: str, chunker: str | None, errors: list) -> dict:
+    """``inspect DOC --json``: the source, its pages in short, the profile's chunks, errors."""
+    from ingest_pipeline.commands import inspection
+
+    did = source["document_id"]
+    pages = [
+        {k: r[k] for k in ("page", "status", "reason", "reader", "width", "height")}
+        | {"chars": len(r["text"] or "")}
+        for r in inspection.page_records(p.lake, did)
+    ]
+    return {
+        "source": source,
+        "pages": pages,
+        "profile": profile,
+        "chunks": inspection.chunk_records(p.lake, did, profile, chunker),
+        "errors": [{k: e[k] for k in ("stage", "error", "reason", "run_id")} for e in errors],
+    }
+
+
 def cmd_inspect(args) -> int:
     from ingest_pipeline.commands import inspection
 
     p = _parts(args)
     if args.chunk:
-        from ingest_pipeline.commands.lineage import explain_chunk, format_chain
-
-        chains = explain_chunk(p, args.chunk, args.profile)
-        if not chains:
-            print(f"no chunk {args.chunk!r}", file=sys.stderr)
-            return 1
-        print(_json(chains) if args.json else "\n\n".join(format_chain(c) for c in chains))
-        return 0
+        return _inspect_chunk(args, p)
     if not args.document:
         print("inspect needs a DOCUMENT or --chunk ID", file=sys.stderr)
         return 2
@@ -249,23 +273,7 @@ def cmd_inspect(args) -> int:
         p.registry.get(args.chunker)  # an unknown ID@V is a clear error, not an empty listing
     errors = inspection.error_records(p.lake, did)
     if args.json:  # the document at a glance, as one object
-        pages = [
-            {k: r[k] for k in ("page", "status", "reason", "reader", "width", "height")}
-            | {"chars": len(r["text"] or "")}
-            for r in inspection.page_records(p.lake, did)
-        ]
-        chunks = inspection.chunk_records(p.lake, did, profile, args.chunker)
-        print(
-            _json(
-                {
-                    "source": source,
-                    "pages": pages,
-                    "profile": profile,
-                    "chunks": chunks,
-                    "errors": [{k: e[k] for k in ("stage", "error", "reason", "run_id")} for e in errors],
-                }
-            )
-        )
+        print(_json(_document_at_a_glance(p, source, profile, args.chunker, errors)))
         return 0
     if args.stage == "pages":
         items = inspection.page_records(p.lake, did)
@@ -366,8 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="show tracebacks (of failures, and of the command itself)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-
-    def add(name: str, fn, help_text: str):
+    for name, fn, help_text, arguments in _COMMANDS:
         cmd = sub.add_parser(name, help=help_text)
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
         colour = cmd.add_mutually_exclusive_group()
@@ -380,77 +387,98 @@ def build_parser() -> argparse.ArgumentParser:
         )
         colour.add_argument("--no-color", dest="color", action="store_false", help="never colour")
         cmd.set_defaults(fn=fn)
-        return cmd
+        arguments(cmd)
+    return parser
 
-    ingest_cmd = add("ingest", cmd_ingest, "ingest files or folders (default: the source root)")
-    ingest_cmd.add_argument("paths", nargs="*")
-    ingest_cmd.add_argument(
+
+def _ingest_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("paths", nargs="*")
+    cmd.add_argument(
         "--depth",
         type=int,
         help="show files (and folders) down to this many levels "
         "in the summary tree (default: every folder, no files)",
     )
-    ingest_cmd.add_argument(
+    cmd.add_argument(
         "--force",
         action="store_true",
         help="recompute the named documents (default: every one) whatever their fingerprints",
     )
-    search_cmd = add("search", cmd_search, "search a profile's LanceDB table")
-    search_cmd.add_argument("query")
-    search_cmd.add_argument("--profile")
-    search_cmd.add_argument("-k", type=int, default=5)
-    search_cmd.add_argument("--mode", choices=("vector", "text", "hybrid"), default="hybrid")
-    search_cmd.add_argument("--explain", action="store_true", help="show each hit's lineage chain")
-    query_cmd = add("query", cmd_query, "run DuckDB SQL over the catalog's views")
-    query_cmd.add_argument("sql")
-    add("chunkers", cmd_chunkers, "list installed chunker versions")
-    eval_cmd = add("eval", cmd_eval, "retrieval quality per profile, beside two baselines")
-    eval_cmd.add_argument(
+
+
+def _search_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("query")
+    cmd.add_argument("--profile")
+    cmd.add_argument("-k", type=int, default=5)
+    cmd.add_argument("--mode", choices=("vector", "text", "hybrid"), default="hybrid")
+    cmd.add_argument("--explain", action="store_true", help="show each hit's lineage chain")
+
+
+def _eval_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
         "--profile",
         action="append",
         help="a profile to evaluate, repeatable (default: every configured profile)",
     )
-    eval_cmd.add_argument(
+    cmd.add_argument(
         "--questions",
         default="docugami",
         help="docugami, financebench, samples, a folder with questions.jsonl, or a CSV path",
     )
-    eval_cmd.add_argument("--mode", choices=("vector", "text", "hybrid"), default="hybrid")
-    eval_cmd.add_argument("--no-baselines", action="store_true")
-    eval_cmd.add_argument("--skip-ingest", action="store_true", help="evaluate what is already ingested")
-    inspect_cmd = add("inspect", cmd_inspect, "a document's pages, chunks, boxes and lineage")
-    inspect_cmd.add_argument("document", nargs="?", help="document_id or path")
-    inspect_cmd.add_argument("--chunk", help="a chunk id: show its lineage chain instead")
-    inspect_cmd.add_argument(
+    cmd.add_argument("--mode", choices=("vector", "text", "hybrid"), default="hybrid")
+    cmd.add_argument("--no-baselines", action="store_true")
+    cmd.add_argument("--skip-ingest", action="store_true", help="evaluate what is already ingested")
+
+
+def _inspect_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("document", nargs="?", help="document_id or path")
+    cmd.add_argument("--chunk", help="a chunk id: show its lineage chain instead")
+    cmd.add_argument(
         "--stage",
         choices=("sources", "pages", "claims", "chunks"),
         default="chunks",
         help="what to show: the source, its pages, chunkers' claims, or a profile's chunks",
     )
-    inspect_cmd.add_argument("--profile", help="the profile whose chunks to show (default: the served one)")
-    inspect_cmd.add_argument("--chunker", help="only this chunker version's claims or chunks (ID@V)")
-    inspect_cmd.add_argument(
+    cmd.add_argument("--profile", help="the profile whose chunks to show (default: the served one)")
+    cmd.add_argument("--chunker", help="only this chunker version's claims or chunks (ID@V)")
+    cmd.add_argument(
         "--content-lines", type=int, metavar="N", help="show only the first and last N lines of each text"
     )
-    inspect_cmd.add_argument(
+    cmd.add_argument(
         "--format",
         choices=("rich", "jsonl"),
         default="rich",
         help="jsonl: one complete record per line (source bytes as content_base64)",
     )
-    inspect_cmd.add_argument("--limit", type=int, help="show at most this many items (rich format)")
-    show_cmd = add(
-        "show", cmd_show, "draw a page with its chunks' boxes, numbered and coloured by role, as PNG"
-    )
-    show_cmd.add_argument("document", help="document_id or path")
-    show_cmd.add_argument("--page", type=int, help="1-based page (default: the first page with a box)")
-    which = show_cmd.add_mutually_exclusive_group()
+    cmd.add_argument("--limit", type=int, help="show at most this many items (rich format)")
+
+
+def _show_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("document", help="document_id or path")
+    cmd.add_argument("--page", type=int, help="1-based page (default: the first page with a box)")
+    which = cmd.add_mutually_exclusive_group()
     which.add_argument("--profile", help="draw this profile's chunks (default: the served profile)")
     which.add_argument("--chunker", help="draw this chunker version's claims instead (ID@V)")
     which.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two chunker versions side by side")
-    show_cmd.add_argument("--out", required=True, help="the PNG file to write")
-    show_cmd.add_argument("--width", type=int, default=900, help="page width in pixels")
-    return parser
+    cmd.add_argument("--out", required=True, help="the PNG file to write")
+    cmd.add_argument("--width", type=int, default=900, help="page width in pixels")
+
+
+# name, function, help, its own arguments
+_COMMANDS = (
+    ("ingest", cmd_ingest, "ingest files or folders (default: the source root)", _ingest_arguments),
+    ("search", cmd_search, "search a profile's LanceDB table", _search_arguments),
+    ("query", cmd_query, "run DuckDB SQL over the catalog's views", lambda cmd: cmd.add_argument("sql")),
+    ("chunkers", cmd_chunkers, "list installed chunker versions", lambda cmd: None),
+    ("eval", cmd_eval, "retrieval quality per profile, beside two baselines", _eval_arguments),
+    ("inspect", cmd_inspect, "a document's pages, chunks, boxes and lineage", _inspect_arguments),
+    (
+        "show",
+        cmd_show,
+        "draw a page with its chunks' boxes, numbered and coloured by role, as PNG",
+        _show_arguments,
+    ),
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,9 +33,9 @@ class MiniLMEmbedder:
     by length and batched so padding stays small.
 
     ``workers`` sessions run batches side by side, each on its own thread with ``threads``
-    intra-op threads (None: onnxruntime's own count): on 2 cores two one-thread sessions
-    embed in 0.75-0.80x the time of one session on both cores, whose threads wait for each
-    other at every operator (``bench/embed_threads_bench.py``)."""
+    intra-op threads (None: onnxruntime's own count): one-thread sessions side by side beat
+    one session on every core, whose threads wait for each other at every operator
+    (``bench/embed_threads_bench.py``)."""
 
     model_id = "all-minilm-l6-v2-onnx-int8"
     dim = 384

@@ -4,9 +4,8 @@ A BERT tokenizer (``BertNormalizer``, ``BertPreTokenizer``, ``WordPiece``) clean
 and splits a text at whitespace before it looks at any word, and cuts each word into
 pieces on its own. So a text's token count is the sum of the counts of its
 whitespace-separated words, and a batch of chunk texts, which repeat the same few
-thousand words, needs the tokenizer only for the words it has not seen. Counting the
-chunk maps of FinanceBench's filings this way took 0.16-0.19x the CPU of tokenizing each
-text whole (``bench/token_count_bench.py``).
+thousand words, needs the tokenizer only for the words it has not seen, a fraction of
+the CPU of tokenizing each text whole (``bench/token_count_bench.py``).
 
 Python's ``str.split`` and the tokenizer agree on what whitespace is, except for seven
 control characters that ``str.split`` splits at and the tokenizer deletes (joining the

@@ -125,7 +125,7 @@ def _home_template() -> str | None:
 
 def _seed_databases(home: str) -> None:
     """A new home's databases as copies of the template's: Dagster creates each through alembic,
-    which reads its migration scripts from disk (about 0.3 s for the three); the copy is the same
+    which reads its migration scripts from disk, slowly; the copy is the same
     file, and Dagster then finds it at its head revision. A database already there, begun by
     any process, is never replaced."""
     missing = [parts for parts in HOME_DATABASES if not os.path.exists(os.path.join(home, *parts))]
@@ -203,8 +203,8 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
     shard's engine kept open instead of created, initialised and disposed for every event.
 
     The stock storage opens a new SQLAlchemy engine per statement (``NullPool``) and asks
-    whether a table exists before every partition lookup; a batched run of 16 documents
-    writes about 600 events, so that alone cost about 30 ms an event. Here an engine per
+    whether a table exists before every partition lookup, and a batched run writes
+    hundreds of events, so that cost dominated writing them. Here an engine per
     shard is kept (the index shard and the most recent run shards, at most ``KEEP``), a
     table once seen is not looked up again, and the shards' journals commit with
     ``synchronous=NORMAL`` (WAL mode, which Dagster sets: a committed event survives the
@@ -295,7 +295,7 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
     def _copy_template(self, shard: str) -> bool:
         """A new run's database as a copy of an empty one this process initialised once.
         Dagster creates each run's SQLite file with its tables and then stamps it through
-        alembic, which reads its migration scripts from disk every time (about 70 ms a run);
+        alembic, which reads its migration scripts from disk every time (slow, per run);
         a copy is the same file. False, and Dagster's own initialisation runs, when the file
         already exists (another process began it) or no template could be made."""
         path = self.path_for_shard(shard)

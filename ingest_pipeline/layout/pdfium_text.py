@@ -35,7 +35,7 @@ _FAST: dict[tuple[str, object], object] = {}
 
 
 def fast_function(raw, ctypes, name: str, restype):
-    """A PDFium function without ctypes argument conversion (about 3x cheaper per call,
+    """A PDFium function without ctypes argument conversion (several times cheaper per call,
     which matters at one call per rect); the checked binding when that is unavailable.
     Kept per name and result type: each is a function object of its own, so asking for
     another result type never changes what an earlier caller gets back."""

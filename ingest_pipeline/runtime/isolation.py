@@ -54,9 +54,8 @@ def _start_worker(limit_bytes: int | None, parent_pid: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
     # The tokenizer's own thread pool gains nothing here (the worker runs beside the model,
     # which keeps the cores busy) and costs the time its threads spend waiting for work:
-    # pdf@4 counts tokens page by page (about 14,500 small calls over FinanceBench), and
-    # took 54.5 s of CPU on average with the pool against 48.8 s without it (four runs
-    # of each, alternating; single runs vary by 10% on this machine).
+    # pdf@4 counts tokens page by page, thousands of small calls an ingest
+    # (bench/token_count_bench.py, bench/results/token_count_one_thread.json).
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from ingest_pipeline.runtime.collector import fewer_collections
 

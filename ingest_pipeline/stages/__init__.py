@@ -31,8 +31,9 @@ from ingest_pipeline.stages.common import (
     guarded,
     record_error,
 )
+from ingest_pipeline.stages.embedding_prefetch import EmbeddingPrefetch
 from ingest_pipeline.stages.embedding_text import document_title, texts_ahead
-from ingest_pipeline.stages.embeddings import EmbeddingCache, EmbeddingPrefetch, embed_documents
+from ingest_pipeline.stages.embeddings import EmbeddingCache, embed_documents
 from ingest_pipeline.stages.index import finished, index_document
 from ingest_pipeline.stages.pages import load_pages, read_document
 from ingest_pipeline.stages.reconcile import (

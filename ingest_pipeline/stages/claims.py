@@ -65,39 +65,10 @@ def run_chunker(
         return Outcome(
             document, "unchanged", {**previous.get("summary", {}), **UNCHANGED}, {"meta": previous}
         )
-    content = source_bytes(source)
-    error = None
-    worked: WorkedClaim | None = None
     started = time.perf_counter()
-    try:
-        if not info.media_types or source["media_type"] in info.media_types:  # else an empty claim, unasked
-            stamp = {
-                "document_id": document,
-                "chunker": info.ref,
-                "config_hash": cfg_hash,
-                "source_sha256": source["sha256"],
-                "run_id": run_id,
-            }
-            worked = (parser.call if parser else direct)(
-                claim_document,
-                chunker,
-                content,
-                source["media_type"],
-                pages,
-                password_for(source["path"], settings.passwords),
-                stamp,
-                info.ref,
-                info.config_hash,
-                keep_pieces,
-            )
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
-        record_error(store, StageName.chunker(info.ref).stage, document, exc, run_id)
-    else:
-        clear_error(store, StageName.chunker(info.ref).stage, document)
-    if worked is None:
-        empty = tables.CLAIMS.empty_table()
-        worked = WorkedClaim(empty, [], _claim_content(empty, [], error, info.ref, info.config_hash))
+    worked, error = _ask(
+        settings, store, chunker, info, document, source, pages, cfg_hash, run_id, parser, keep_pieces
+    )
     summary = {
         "pages_claimed": len(worked.pages),
         "pieces": worked.table.num_rows,
@@ -130,6 +101,56 @@ def run_chunker(
     return Outcome(
         document, "failed" if error else "new", {**summary, **({"error": error} if error else {})}, kept
     )
+
+
+def _ask(
+    settings: Settings,
+    store: Store,
+    chunker: Any,
+    info: ChunkerInfo,
+    document: str,
+    source: dict[str, Any],
+    pages: list,
+    cfg_hash: str,
+    run_id: str,
+    parser: ParseWorker | None,
+    keep_pieces: bool,
+) -> tuple[WorkedClaim, str | None]:
+    """The chunker's claim of the document (in the parse worker when there is one) and the
+    error it raised, recorded as an errors row; an empty claim when it raised or its media
+    types exclude the document."""
+    error = None
+    worked: WorkedClaim | None = None
+    try:
+        if not info.media_types or source["media_type"] in info.media_types:  # else an empty claim, unasked
+            stamp = {
+                "document_id": document,
+                "chunker": info.ref,
+                "config_hash": cfg_hash,
+                "source_sha256": source["sha256"],
+                "run_id": run_id,
+            }
+            worked = (parser.call if parser else direct)(
+                claim_document,
+                chunker,
+                source_bytes(source),
+                source["media_type"],
+                pages,
+                password_for(source["path"], settings.passwords),
+                stamp,
+                info.ref,
+                info.config_hash,
+                keep_pieces,
+            )
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        record_error(store, StageName.chunker(info.ref).stage, document, exc, run_id)
+    else:
+        clear_error(store, StageName.chunker(info.ref).stage, document)
+    if worked is None:
+        empty = tables.CLAIMS.empty_table()
+        worked = WorkedClaim(empty, [], _claim_content(empty, [], error, info.ref, info.config_hash))
+    return worked, error
 
 
 @dataclass

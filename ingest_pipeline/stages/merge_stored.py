@@ -61,11 +61,38 @@ def merge_claim_tables(
     of lines; decoding each into a piece and encoding it again was most of a chunk map's
     time). None for a claim written without today's columns."""
     status = {p.page: p.status for p in pages}
+    dropped = {"failed_page_text": 0, "whitespace": 0, "unknown_page": 0}
+    found = _winning_claims(store, order, metas, document, status, dropped)
+    if found is None:
+        return None
+    table, failed = found
+    broken = [p for p, s in status.items() if s in ("failed", "unreadable")]
+    if broken:
+        text_there = pc.and_(
+            pc.is_in(table.column("page"), value_set=pa.array(broken, pa.int32())),
+            pc.is_null(table.column("image")),
+        )
+        dropped["failed_page_text"] = pc.sum(text_there).as_py() or 0
+        table = table.filter(pc.invert(text_there))
+    table = _expanded(table, document, expand, dropped)
+    return Merged(_relinked(table), {k: v for k, v in dropped.items() if v}, failed)
+
+
+def _winning_claims(
+    store: Store,
+    order: Sequence[ChunkerInfo],
+    metas: Sequence[dict[str, Any]],
+    document: str,
+    status: dict[int, str],
+    dropped: dict[str, int],
+) -> tuple[pa.Table, list[str]] | None:
+    """The rows of the claims that win their pages, each with its own chunker and config
+    hash, in page and piece order; and the versions that raised. None for a claim written
+    without today's columns."""
     known = pa.array(sorted(status), pa.int32())
     taken: set[int] = set()
     won: list[pa.Table] = []
     failed: list[str] = []
-    dropped = {"failed_page_text": 0, "whitespace": 0, "unknown_page": 0}
     for info, meta in zip(order, metas, strict=True):
         if meta.get("error") is not None:
             log.warning("chunker %s raised on %s and was skipped: %s", info.ref, document, meta["error"])
@@ -97,16 +124,12 @@ def merge_claim_tables(
                 )
             won.append(claim)
     table = pa.concat_tables(won) if won else tables.CLAIMS.empty_table()
-    table = table.sort_by([("page", "ascending"), ("piece", "ascending")])
-    broken = [p for p, s in status.items() if s in ("failed", "unreadable")]
-    if broken:
-        text_there = pc.and_(
-            pc.is_in(table.column("page"), value_set=pa.array(broken, pa.int32())),
-            pc.is_null(table.column("image")),
-        )
-        dropped["failed_page_text"] = pc.sum(text_there).as_py() or 0
-        table = table.filter(pc.invert(text_there))
+    return table.sort_by([("page", "ascending"), ("piece", "ascending")]), failed
 
+
+def _expanded(table: pa.Table, document: str, expand: Expander, dropped: dict[str, int]) -> pa.Table:
+    """The rows with the profile's embedding texts, parts of a piece over the model's limit
+    in place of their piece, and blank text left out."""
     is_text = pc.is_null(table.column("image")).to_pylist()
     rows = [i for i, t in enumerate(is_text) if t]
     texts = table.column("text").to_pylist()
@@ -156,7 +179,7 @@ def merge_claim_tables(
         table = pa.concat_tables([table, pa.Table.from_pylist(extra, schema=tables.CLAIMS)])
     if extra or len(keep) != table.num_rows:  # parts stand where their piece stood
         table = table.take(pa.array(keep, pa.int64()))
-    return Merged(_relinked(table), {k: v for k, v in dropped.items() if v}, failed)
+    return table
 
 
 def _relinked(table: pa.Table) -> pa.Table:

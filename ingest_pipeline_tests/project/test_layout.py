@@ -1,5 +1,6 @@
 """The house's rules, checked on the package's own source: no import circle (function-local
-imports count), a short top level, and no module over 500 lines without a reason."""
+imports count), a short top level, no module over 500 lines without a reason, and no
+function over 80 lines outside the parsers."""
 
 from __future__ import annotations
 
@@ -131,3 +132,30 @@ def test_a_module_over_500_lines_says_why_in_its_docstring():
         if text.count("\n") > 500 and "500 lines" not in (ast.get_docstring(ast.parse(text)) or ""):
             silent.append(str(path.relative_to(PACKAGE)))
     assert not silent, f"over 500 lines, and the docstring gives no reason: {silent}"
+
+
+# The parsers: one pass over a format's raw structure each, read best top to bottom.
+PARSERS = {"layout/pdfium_text.py", "layout/ruled_tables.py", "office/xlsx.py"}
+
+
+def long_functions(root: Path = PACKAGE, limit: int = 80) -> list[str]:
+    """Functions (methods and nested ones too) longer than ``limit`` lines, parsers aside."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if str(path.relative_to(root)) in PARSERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.end_lineno - node.lineno + 1 > limit:
+                    found.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
+    return found
+
+
+def test_no_function_outside_the_parsers_is_over_80_lines():
+    assert not long_functions(), long_functions()
+
+
+def test_the_length_rule_sees_a_long_nested_function(tmp_path):
+    body = "\n".join(f"        x{i} = {i}" for i in range(85))
+    (tmp_path / "m.py").write_text(f"def outer():\n    def inner():\n{body}\n    return inner\n")
+    assert [f.split()[-1] for f in long_functions(tmp_path)] == ["outer", "inner"]

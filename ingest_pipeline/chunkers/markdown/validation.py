@@ -18,35 +18,9 @@ def validate(text: str, pieces: Sequence[ChunkPiece], config: MarkdownConfig) ->
     Each chunk's Markdown is scanned on its own, so a chunk that cuts a fence or holds
     only a heading is found from its text, not from what the chunker says about it."""
     cfg = config
-    broken: list[str] = []
-    heading_only: list[str] = []
-    sparse_heading_only: list[str] = []
-    too_big: list[str] = []
-    too_small: list[str] = []
-    bad_overflow: list[str] = []
-    ids: list[str] = []
-    for p in pieces:
-        m = p.meta
-        cid = str(m.get("chunk_id"))
-        ids.append(cid)
-        flags = m.get("flags") or {}
-        body = p.text or ""
-        lines, blocks = scan_blocks(body)
-        for b in blocks:
-            if b.kind == "code" and b.broken:
-                broken.append(f"{cid}: {lines[b.start].strip()[:40]!r} is never closed")
-        content = [b for b in blocks if b.kind != "heading"]
-        if blocks and not content:
-            (sparse_heading_only if flags.get("is_sparse") else heading_only).append(cid)
-        size = len(body)
-        if size > cfg.max_chars:
-            if not flags.get("is_overflow"):
-                too_big.append(cid)
-            elif len(content) != 1:
-                bad_overflow.append(cid)
-        if size < cfg.min_chars and not flags.get("is_sparse"):
-            too_small.append(cid)
-
+    broken, heading_only, sparse_heading_only, too_big, too_small, bad_overflow, ids = _scan_chunks(
+        pieces, cfg
+    )
     missing, mismatched = coverage_gaps(text, pieces, cfg)
     dupes = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) != len(ids) else []
     sequential = ids == [f"chk_{k:06d}" for k in range(1, len(ids) + 1)]
@@ -97,6 +71,41 @@ def validate(text: str, pieces: Sequence[ChunkPiece], config: MarkdownConfig) ->
             metadata={"duplicates": dupes[:20], "sequential": sequential},
         ),
     )
+
+
+def _scan_chunks(pieces: Sequence[ChunkPiece], cfg: MarkdownConfig) -> tuple[list[str], ...]:
+    """Each chunk's own Markdown read for the checks: ids of chunks with an unclosed fence,
+    holding only a heading (unflagged, then flagged sparse), over the maximum unflagged,
+    under the minimum unflagged, overflowing with more than one block; and every id."""
+    broken: list[str] = []
+    heading_only: list[str] = []
+    sparse_heading_only: list[str] = []
+    too_big: list[str] = []
+    too_small: list[str] = []
+    bad_overflow: list[str] = []
+    ids: list[str] = []
+    for p in pieces:
+        m = p.meta
+        cid = str(m.get("chunk_id"))
+        ids.append(cid)
+        flags = m.get("flags") or {}
+        body = p.text or ""
+        lines, blocks = scan_blocks(body)
+        for b in blocks:
+            if b.kind == "code" and b.broken:
+                broken.append(f"{cid}: {lines[b.start].strip()[:40]!r} is never closed")
+        content = [b for b in blocks if b.kind != "heading"]
+        if blocks and not content:
+            (sparse_heading_only if flags.get("is_sparse") else heading_only).append(cid)
+        size = len(body)
+        if size > cfg.max_chars:
+            if not flags.get("is_overflow"):
+                too_big.append(cid)
+            elif len(content) != 1:
+                bad_overflow.append(cid)
+        if size < cfg.min_chars and not flags.get("is_sparse"):
+            too_small.append(cid)
+    return broken, heading_only, sparse_heading_only, too_big, too_small, bad_overflow, ids
 
 
 def coverage_gaps(

@@ -58,8 +58,8 @@ class PageLinesMemo(BoundedMemo):
     to reach a page extracts it and the others take a copy. Equal bytes give equal lines,
     so nothing else is trusted. A copy is fresh ``Line`` objects (the layout steps set
     their role and block). Bounded at ``LIMIT`` estimated bytes, oldest page out first; a
-    page no longer kept is extracted again. (A 159-page 10-K keeps about 1.5 MiB: the
-    default holds some 6,000 pages, a batch of filings.)"""
+    page no longer kept is extracted again. The default holds the pages of a batch of long
+    filings."""
 
     LIMIT = 64 * 2**20
 

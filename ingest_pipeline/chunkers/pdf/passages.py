@@ -9,9 +9,9 @@ title the first page sets largest is named in its first passage's ``meta``
 (``document_title``), for the chunk map's document context.
 
 The embedding text is the nearest heading (``embed_headings``) and the passage's text
-without its standalone numbers (``embed_numbers``): measured on both question sets, the
-model finds passages better without them, and reads a fifth fewer tokens (README,
-retrieval). The text, the heading path and keyword search keep everything.
+without its standalone numbers (``embed_numbers``): on both question sets the model finds
+passages better without them, and reads fewer tokens (``bench/results/eval_*_numbers.json``,
+``docs/benchmarks.md``). The text, the heading path and keyword search keep everything.
 
 This module finds a page's regions and runs the version; ``packing`` packs the regions
 into passages and writes what the model reads.
