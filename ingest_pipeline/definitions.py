@@ -40,7 +40,10 @@ def build_definitions(settings: Settings, resources: dict | None = None) -> Defi
     leads: dict[str, list[str]] = {}  # version -> the indexed profiles it leads for its formats
     for profile in settings.profiles:
         profile_assets += build_profile_assets(
-            registry, profile, resources["embedder"].max_tokens, indexed=settings.is_indexed(profile)
+            registry,
+            profile,
+            resources["embedder"].for_profile(profile.name).max_tokens,
+            indexed=settings.is_indexed(profile),
         )
         versions = {f"{c.id}_v{c.version}" for c in registry.order_for(profile.chunkers)}
         used |= versions

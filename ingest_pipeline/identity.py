@@ -18,6 +18,15 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def sha256_file(path: str) -> str:
+    """The sha256 of a local file's bytes, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def document_id(key: str, label: str | None = None) -> str:
     """A partition-safe id (only ``[a-z0-9_-]``): a slug of ``label`` (the relative path)
     plus a short hash of ``key`` (what makes the document unique)."""

@@ -23,10 +23,14 @@ HOUSEKEEPING_CRON = "17 */6 * * *"  # four times a day, off the hour
 @op(description="Sweep temporary files of killed writes and fold the embedding cache's shards into one.")
 def compact_lake(context: OpExecutionContext, store: StoreResource, embedder: EmbedderResource):
     swept = housekeeping.sweep_temporary_files(store.store())
-    cache = housekeeping.compact_embedding_cache(store.store(), embedder.model_id)
-    context.log.info(f"swept {swept} temporary files; embedding cache {cache}")
+    totals = {"shards_before": 0, "shards_after": 0, "vectors": 0}
+    for model_id in sorted(embedder.model_ids()):  # each indexed profile's embedder's cache
+        cache = housekeeping.compact_embedding_cache(store.store(), model_id)
+        context.log.info(f"embedding cache of {model_id}: {cache}")
+        totals = {k: totals[k] + cache[k] for k in totals}
+    context.log.info(f"swept {swept} temporary files")
     return Output(
-        None, metadata={"temporary_files_removed": swept, **{f"cache_{k}": v for k, v in cache.items()}}
+        None, metadata={"temporary_files_removed": swept, **{f"cache_{k}": v for k, v in totals.items()}}
     )
 
 

@@ -3,7 +3,7 @@ implementation, passed through ``resources=``:
 
 - ``ingest`` (``IngestResource``): the storage root's settings and the ``force`` switch;
 - ``store`` (``StoreResource``): the lake's tables (``store.Store``);
-- ``embedder`` (``EmbedderResource``, real: ``MiniLM``): the text embedding model;
+- ``embedder`` (``EmbedderResource``): each profile's embedding model;
 - ``index`` (``IndexResource``): the LanceDB tables, one per profile;
 - ``chunkers`` (``ChunkersResource``): the installed chunker versions, discovered once;
 - ``parse`` (``ParseWorkerResource``): the sandboxed parse worker, stopped when a step ends.
@@ -15,7 +15,6 @@ CLI, evaluation, the sensor's tick) a ``parts.Parts`` over such a set, never cac
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +22,8 @@ import numpy as np
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
-from ingest_pipeline.embedding.minilm import MiniLMEmbedder, minilm
+from ingest_pipeline.embedding.port import Embedder
+from ingest_pipeline.embedding.registry import Runtime, installed
 from ingest_pipeline.parts import Parts
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.runtime.isolation import ParseWorker, kept
@@ -64,69 +64,72 @@ class StoreResource(ConfigurableResource):
         return self._store
 
 
-class EmbedderResource(ConfigurableResource, ABC):
-    """What the pipeline needs of a text embedding model (``embedding.Embedder``)."""
+class EmbedderResource(ConfigurableResource):
+    """The embedders of the storage root's profiles (``[embedder]`` and each profile's
+    ``embedder``), made through the installed ``ingest_pipeline.embedders`` entry points
+    and loaded once per process; batching, threads and sessions from the settings.
 
-    @property
-    @abstractmethod
-    def model_id(self) -> str: ...
+    ``for_profile(name)`` is a profile's embedder; the ``Embedder`` methods on the
+    resource itself are the served profile's."""
 
-    @property
-    @abstractmethod
-    def dim(self) -> int: ...
-
-    @property
-    @abstractmethod
-    def max_tokens(self) -> int: ...
-
-    @abstractmethod
-    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
-
-    @abstractmethod
-    def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
-
-    @abstractmethod
-    def token_offsets(self, text: str) -> list[tuple[int, int]]: ...
-
-
-class MiniLM(EmbedderResource):
-    """all-MiniLM-L6-v2 (int8 ONNX), loaded on first use and once per process
-    (``embedding.minilm``), however many runs and resource copies use it."""
-
+    data: str
     batch_size: int = 4  # settings.embed_batch
     threads: int = 1  # settings.embed_threads (0: onnxruntime's default)
     workers: int = 1  # settings.embed_workers: sessions side by side
 
-    def _model(self) -> MiniLMEmbedder:
-        return minilm(self.batch_size, self.threads or None, self.workers)
+    _settings: Settings | None = PrivateAttr(default=None)
+
+    def for_profile(self, profile: str) -> Embedder:
+        if self._settings is None:
+            self._settings = load_settings(self.data)
+        ref, options = self._settings.embedder_of(profile)
+        runtime = Runtime(
+            self.batch_size, self.threads or None, self.workers, models_dir=self._settings.models_dir
+        )
+        return installed().make(ref, options, runtime)
+
+    def model_ids(self) -> set[str]:
+        """The model ids of the indexed profiles' embedders."""
+        if self._settings is None:
+            self._settings = load_settings(self.data)
+        return {self.for_profile(p.name).model_id for p in self._settings.indexed_profiles}
+
+    def served(self) -> Embedder:
+        if self._settings is None:
+            self._settings = load_settings(self.data)
+        return self.for_profile(self._settings.default_profile)
 
     @property
     def model_id(self) -> str:
-        return MiniLMEmbedder.model_id
+        return self.served().model_id
 
     @property
     def dim(self) -> int:
-        return MiniLMEmbedder.dim
+        return self.served().dim
 
     @property
     def max_tokens(self) -> int:
-        return MiniLMEmbedder.max_tokens
+        return self.served().max_tokens
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return self._model().embed(texts)
+        return self.served().embed(texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.served().embed_queries(texts)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return self._model().count_tokens(texts)
+        return self.served().count_tokens(texts)
 
     def token_offsets(self, text: str) -> list[tuple[int, int]]:
-        return self._model().token_offsets(text)
+        return self.served().token_offsets(text)
 
 
 class IndexResource(ConfigurableResource):
-    """The LanceDB tables under ``uri`` (one per profile) for vectors ``dim`` wide."""
+    """The LanceDB tables under ``uri`` (one per profile); ``dim``: the width of a table
+    made without an embedder named (each profile's table records its own)."""
 
     uri: str
-    dim: int
+    dim: int = 384
 
     _index: VectorIndex | None = PrivateAttr(default=None)
 
@@ -208,14 +211,17 @@ def parse_worker_for(settings: Settings) -> ParseWorkerResource:
 
 def resources_for(settings: Settings, embedder: EmbedderResource | None = None) -> dict[str, Any]:
     """The resources every job of a storage root binds (the CLI and the tests use the same)."""
-    embedder = embedder or MiniLM(
-        batch_size=settings.embed_batch, threads=settings.embed_threads, workers=settings.embed_workers
+    embedder = embedder or EmbedderResource(
+        data=settings.data,
+        batch_size=settings.embed_batch,
+        threads=settings.embed_threads,
+        workers=settings.embed_workers,
     )
     return {
         "ingest": IngestResource(data=settings.data),
         "store": StoreResource(root=settings.lake_root),
         "embedder": embedder,
-        "index": IndexResource(uri=settings.lancedb_uri, dim=embedder.dim),
+        "index": IndexResource(uri=settings.lancedb_uri),
         "chunkers": ChunkersResource(data=settings.data),
         "parse": parse_worker_for(settings),
     }

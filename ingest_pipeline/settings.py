@@ -15,6 +15,8 @@ CONFIG_FILE = "ingest_pipeline.toml"
 PASSWORDS_FILE = "passwords.toml"
 DEFAULT_PROFILE = "default"
 SERVED_PROFILE = "retrieval"
+# The embedder of a storage root that names none (``ingest-pipeline embedders`` lists them).
+DEFAULT_EMBEDDER = "minilm@1"
 _PROFILE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -44,6 +46,10 @@ class Profile:
     document_context: bool = False
     # Embedded and written to LanceDB; None = only when it is the served profile.
     indexed: bool | None = None
+    # The embedder (id@version, ``ingest-pipeline embedders`` lists them) and its settings;
+    # empty: the storage root's ``[embedder]``.
+    embedder: str = ""
+    embedder_settings: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=True)
 
     def options(self) -> dict[str, Any]:
         return {"split_oversized": self.split_oversized, "document_context": self.document_context}
@@ -63,6 +69,10 @@ class Settings:
     profiles: tuple[Profile, ...] = field(default_factory=lambda: builtin_profiles())
     default_profile: str = SERVED_PROFILE
     chunker_configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The embedder of every profile that names none (``[embedder] use = "id@version"`` and
+    # its settings beside it).
+    embedder: str = DEFAULT_EMBEDDER
+    embedder_settings: Mapping[str, Any] = field(default_factory=dict)
     passwords: Mapping[str, str] = field(default_factory=dict, repr=False)
     max_file_bytes: int = 512 * 1024 * 1024
     # Per-format ceilings (bytes on disk), checked before a file is loaded: a larger file
@@ -126,6 +136,12 @@ class Settings:
         return os.path.abspath(os.environ.get("INGEST_LOCAL") or ".ingest_local")
 
     @property
+    def models_dir(self) -> str:
+        """Where models built on this machine from bundled weights are written once
+        (``$INGEST_MODELS``, else ``models/`` beside the catalog)."""
+        return os.environ.get("INGEST_MODELS") or os.path.join(self.local_root, "models")
+
+    @property
     def catalog_path(self) -> str:
         return os.path.join(self.local_root, "catalog.duckdb")
 
@@ -140,6 +156,13 @@ class Settings:
         served one; a profile says ``indexed = true`` to be searchable too)."""
         profile = self.profile(profile) if isinstance(profile, str) else profile
         return profile.indexed if profile.indexed is not None else profile.name == self.default_profile
+
+    def embedder_of(self, profile: Profile | str) -> tuple[str, dict[str, Any]]:
+        """The embedder a profile uses and its settings."""
+        profile = self.profile(profile) if isinstance(profile, str) else profile
+        if profile.embedder:
+            return profile.embedder, dict(profile.embedder_settings)
+        return self.embedder, dict(self.embedder_settings)
 
     @property
     def indexed_profiles(self) -> tuple[Profile, ...]:
@@ -201,6 +224,8 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
             split_oversized=bool(body.get("split_oversized", True)),
             document_context=bool(body.get("document_context", False)),
             indexed=None if body.get("indexed") is None else bool(body["indexed"]),
+            embedder=str(body.get("embedder") or ""),
+            embedder_settings=dict(body.get("embedder_settings") or {}),
         )
         same = [i for i, p in enumerate(profiles) if p.name == name]
         if same:
@@ -213,6 +238,7 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         raw = tomllib.loads(pw_text)
         passwords = {str(k): str(v) for k, v in (raw.get("passwords", raw)).items()}
     limits = config.get("limits") or {}
+    embedder_cfg = dict(config.get("embedder") or {})
     dagster_cfg = config.get("dagster") or {}
     executor = str(os.environ.get("INGEST_EXECUTOR") or dagster_cfg.get("executor", "in_process"))
     if executor not in ("in_process", "multiprocess"):
@@ -238,6 +264,8 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         profiles=tuple(profiles),
         default_profile=str(config.get("default_profile", SERVED_PROFILE)),
         chunker_configs={k: dict(v) for k, v in (config.get("chunkers") or {}).items()},
+        embedder=str(embedder_cfg.pop("use", DEFAULT_EMBEDDER)),
+        embedder_settings=embedder_cfg,
         passwords=passwords,
         max_file_bytes=int(limits.get("max_file_bytes", 512 * 1024 * 1024)),
         max_bytes=max_bytes,

@@ -75,7 +75,13 @@ class SizedChunker(BaseChunker):
         return tuple(out)
 
 
-def install_distribution(root: Path, name: str, module_source: str, entry_points: dict[str, str]) -> Path:
+def install_distribution(
+    root: Path,
+    name: str,
+    module_source: str,
+    entry_points: dict[str, str],
+    group: str = "ingest_pipeline.chunkers",
+) -> Path:
     """Install a tiny distribution the way pip lays it out (a module plus a .dist-info
     with entry_points.txt) under ``root``; the caller puts ``root`` on sys.path."""
     root.mkdir(parents=True, exist_ok=True)
@@ -84,7 +90,7 @@ def install_distribution(root: Path, name: str, module_source: str, entry_points
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
     lines = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
-    (info / "entry_points.txt").write_text(f"[ingest_pipeline.chunkers]\n{lines}\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{lines}\n")
     importlib.invalidate_caches()
     sys.modules.pop(name, None)
     return root

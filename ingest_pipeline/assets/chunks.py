@@ -194,9 +194,10 @@ class _Feeder:
             return
         for profile in self.profiles:
             try:
-                texts = stages.texts_ahead(profile, self.embedder, outcome.kept["path"], pieces)
+                model = self.embedder.for_profile(profile.name)
+                texts = stages.texts_ahead(profile, model, outcome.kept["path"], pieces)
                 self.handed[profile.name] += stages.EmbeddingPrefetch.feed(
-                    self.store, self.embedder, profile.name, texts, self.context.run_id
+                    self.store, model, profile.name, texts, self.context.run_id
                 )
             except Exception as exc:  # noqa: BLE001 - the embeddings step embeds them anyway
                 self.context.log.warning(f"{doc}: its texts could not go to the model ahead ({exc})")

@@ -100,16 +100,17 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, max_tokens: int
         started, force = time.perf_counter(), forced(context, ingest)
         keys = document_keys(context, settings, st)
         stage = StageName("chunk_map", profile.name).stage
+        model = embedder.for_profile(profile.name)  # chunks are sized in its tokens
 
         def build(doc: str):
             return stages.guarded(
                 st, stage, doc, context.run_id, stages.build_chunk_map,
-                st, registry, profile, embedder, doc, context.run_id, force=force,
+                st, registry, profile, model, doc, context.run_id, force=force,
             )  # fmt: skip
 
         outcomes = for_each_document(context, keys, build)
         if indexed and runs_step_here(context, settings, embeddings_key(profile.name)):
-            _embed_ahead(context, st, embedder, profile, keys, force)
+            _embed_ahead(context, st, model, profile, keys, force)
         rows_by_doc, findings = chunk_map_findings(
             st, profile.name, keys, max_tokens, {o.document: o.kept for o in outcomes}
         )
@@ -169,13 +170,13 @@ def embeddings_asset(profile: Profile):
         store: StoreResource,
         embedder: EmbedderResource,
     ) -> MaterializeResult:
-        st = store.store()
+        st, model = store.store(), embedder.for_profile(profile.name)
         started = time.perf_counter()
         keys = document_keys(context, ingest.settings(), st)
         ahead = stages.EmbeddingPrefetch.take(context.run_id, profile.name)
         outcomes = stages.embed_documents(
             st,
-            embedder,
+            model,
             profile,
             keys,
             context.run_id,
@@ -183,7 +184,9 @@ def embeddings_asset(profile: Profile):
             force=forced(context, ingest),
             prefetched=ahead,
         )
-        report_partitions(context, outcomes, started, lambda o: {"model": embedder.model_id})
+        report_partitions(
+            context, outcomes, started, lambda o: {"embedder": model.ref, "model": model.model_id}
+        )
         return MaterializeResult()
 
     return _embeddings
@@ -214,9 +217,13 @@ def lancedb_asset(profile: Profile):
         ],
     )
     def _lancedb(
-        context: AssetExecutionContext, ingest: IngestResource, store: StoreResource, index: IndexResource
+        context: AssetExecutionContext,
+        ingest: IngestResource,
+        store: StoreResource,
+        index: IndexResource,
+        embedder: EmbedderResource,
     ) -> MaterializeResult:
-        st, lance = store.store(), index.index()
+        st, lance, model = store.store(), index.index(), embedder.for_profile(profile.name)
         started, force = time.perf_counter(), forced(context, ingest)
         keys = document_keys(context, ingest.settings(), st)
         stage = StageName("lancedb", profile.name).stage
@@ -224,7 +231,7 @@ def lancedb_asset(profile: Profile):
         def write(doc: str):
             return stages.guarded(
                 st, stage, doc, context.run_id,
-                stages.index_document, st, lance, profile, doc, context.run_id, force=force,
+                stages.index_document, st, lance, profile, doc, context.run_id, force=force, embedder=model,
             )  # fmt: skip
 
         outcomes = for_each_document(context, keys, write)
@@ -234,6 +241,7 @@ def lancedb_asset(profile: Profile):
         table_rows = lance.count(profile.name)
         rows_of = lambda o: {  # noqa: E731
             "table": table_name(profile.name),
+            "embedder": model.ref,
             "document_rows": counts.get(o.document, 0),
             "table_rows": table_rows,
         }

@@ -102,8 +102,11 @@ def search_hits(p, query: str, profile: str | None, k: int, mode: str) -> list[d
             f"embedded or in LanceDB); set indexed = true under [profiles.{profile}] in "
             f"ingest_pipeline.toml and ingest again to search it"
         )
-    vector = p.embedder.embed([query])[0].tolist() if mode in ("vector", "hybrid") else None
-    hits = p.index.search(profile, query, vector, k=k, mode=mode)
+    embedder = p.embedder.for_profile(profile)
+    if mode != "text":  # before the model is asked: a table another embedder built is refused
+        p.index.check_model(profile, embedder.model_id)
+    vector = embedder.embed_queries([query])[0].tolist() if mode in ("vector", "hybrid") else None
+    hits = p.index.search(profile, query, vector, k=k, mode=mode, model_id=embedder.model_id)
     return [
         {
             key: hit.get(key)
@@ -130,10 +133,12 @@ def search_hits(p, query: str, profile: str | None, k: int, mode: str) -> list[d
 
 
 def cmd_search(args) -> int:
+    from ingest_pipeline.storage.vector_index import EmbedderMismatch
+
     p = _parts(args)
     try:
         hits = search_hits(p, args.query, args.profile, args.k, args.mode)
-    except (NotIndexed, KeyError) as exc:
+    except (NotIndexed, KeyError, EmbedderMismatch) as exc:
         print(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc), file=sys.stderr)
         return 2
     if args.explain:
@@ -183,6 +188,32 @@ def _table(columns: list[str], rows: list[dict[str, Any]], width: int = 60) -> s
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
     lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
     return "\n".join(lines)
+
+
+def cmd_embedders(args) -> int:
+    """The installed embedders, and which one each profile uses (its identity, no secret)."""
+    from ingest_pipeline.embedding.registry import installed
+
+    p = _parts(args)
+    settings = p.settings
+    profiles = []
+    for profile in settings.profiles:
+        ref, options = settings.embedder_of(profile)
+        row = {"profile": profile.name, "embedder": ref, "indexed": settings.is_indexed(profile)}
+        try:
+            model = p.embedder.for_profile(profile.name)
+            row.update(model=model.model_id, max_tokens=model.max_tokens, identity=model.identity())
+        except Exception as exc:  # noqa: BLE001 - a profile whose embedder cannot be made says why
+            row["error"] = f"{type(exc).__name__}: {exc}"
+        profiles.append(row)
+    if args.json:
+        print(_json({"installed": installed().describe(), "profiles": profiles}))
+        return 0
+    print(_table(["ref", "summary"], installed().describe(), width=80))
+    print()
+    shown = [{**r, "model": r.get("model") or r.get("error", "")} for r in profiles]
+    print(_table(["profile", "embedder", "model"], shown, width=80))
+    return 0
 
 
 def cmd_chunkers(args) -> int:
@@ -285,8 +316,9 @@ def cmd_inspect(args) -> int:
         items = []
     if args.limit is not None and args.format == "rich":
         items = items[: args.limit]
-    max_tokens = p.embedder.max_tokens
-    summary = inspection.size_stats(items, max_tokens, p.embedder.count_tokens) if items else None
+    model = p.embedder.for_profile(profile)
+    max_tokens = model.max_tokens
+    summary = inspection.size_stats(items, max_tokens, model.count_tokens) if items else None
     if summary:
         summary["stage"] = args.stage
     records = [inspection.source_record(source), *items, *errors, *([summary] if summary else [])]
@@ -470,6 +502,7 @@ _COMMANDS = (
     ("search", cmd_search, "search a profile's LanceDB table", _search_arguments),
     ("query", cmd_query, "run DuckDB SQL over the catalog's views", lambda cmd: cmd.add_argument("sql")),
     ("chunkers", cmd_chunkers, "list installed chunker versions", lambda cmd: None),
+    ("embedders", cmd_embedders, "list installed embedders and each profile's", lambda cmd: None),
     ("eval", cmd_eval, "retrieval quality per profile, beside two baselines", _eval_arguments),
     ("inspect", cmd_inspect, "a document's pages, chunks, boxes and lineage", _inspect_arguments),
     (

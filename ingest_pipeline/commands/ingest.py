@@ -272,13 +272,24 @@ def _mark(freshness: Freshness, report: IngestReport, entries, current: set[str]
     """Mark each document that finished as current; forget the marker of one the run broke on."""
     for entry in entries:
         failures = report.failed.get(entry.document_id, [])
-        if any(f["stage"] == "run" or f["reason"].startswith("not ") for f in failures):
-            freshness.forget(entry.document_id)  # the run broke or never got to it: look again next time
+        if any(_transient(f) for f in failures):
+            freshness.forget(entry.document_id)  # not the document's fault: look again next time
         elif entry.document_id not in current:
             try:
                 freshness.mark(entry)
             except OSError:  # the file went away after its run: no marker, so the next run looks again
                 freshness.forget(entry.document_id)
+
+
+def _transient(failure: dict[str, Any]) -> bool:
+    """A failure the document's bytes did not cause: the run broke or never got to it, or
+    the embedder failed (an endpoint down, a model that could not load)."""
+    stage = StageName.of_stage(failure["stage"])
+    return (
+        failure["stage"] == "run"
+        or failure["reason"].startswith("not ")
+        or (stage is not None and stage.kind == "embeddings")
+    )
 
 
 def _catalog_exists(settings) -> bool:

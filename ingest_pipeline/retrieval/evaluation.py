@@ -176,6 +176,8 @@ def score(questions: Sequence[Question], ranked: Ranked) -> dict[str, Any]:
     for k in KS:
         metrics[f"recall@{k}"] = round(sum(1 for f in firsts if f is not None and f < k) / n, 4) if n else 0.0
     metrics["mrr@10"] = round(sum(1 / (f + 1) for f in firsts if f is not None) / n, 4) if n else 0.0
+    metrics["intervals"] = bootstrap_intervals(firsts)
+    metrics["first_hits"] = firsts
     groups: dict[str, list[int | None]] = {}
     for question, first in zip(questions, firsts):
         groups.setdefault(f"type:{question.kind}", []).append(first)
@@ -191,6 +193,51 @@ def score(questions: Sequence[Question], ranked: Ranked) -> dict[str, Any]:
     return metrics
 
 
+BOOTSTRAP_DRAWS = 2000
+BOOTSTRAP_SEED = 20261204
+
+
+def per_question(firsts: Sequence[int | None]) -> dict[str, np.ndarray]:
+    """Each question's contribution to recall@k and MRR@10 (the rank of its first hit)."""
+    rank = np.array([f if f is not None else 10**6 for f in firsts], dtype=np.int64)
+    out = {f"recall@{k}": (rank < k).astype(np.float64) for k in KS}
+    out["mrr@10"] = np.where(rank < 10, 1.0 / (rank + 1), 0.0)
+    return out
+
+
+def bootstrap_intervals(firsts: Sequence[int | None], level: float = 0.95) -> dict[str, list[float]]:
+    """A percentile bootstrap interval of each measure over the questions (the questions
+    drawn again with replacement, a fixed seed): on 40-60 questions one question moves
+    recall by about 0.02, so a difference inside the intervals is not progress."""
+    if not firsts:
+        return {}
+    values = per_question(firsts)
+    draws = np.random.default_rng(BOOTSTRAP_SEED).integers(0, len(firsts), (BOOTSTRAP_DRAWS, len(firsts)))
+    tail = (1 - level) / 2 * 100
+    return {
+        name: [round(float(q), 4) for q in np.percentile(v[draws].mean(axis=1), [tail, 100 - tail])]
+        for name, v in values.items()
+    }
+
+
+def _with_interval(row: dict[str, Any], measure: str) -> str:
+    low, high = (row.get("intervals") or {}).get(measure, (float("nan"), float("nan")))
+    return f"{row[measure]:.3f} [{low:.3f},{high:.3f}]"
+
+
+def paired_difference(a: Sequence[int | None], b: Sequence[int | None], measure: str) -> dict[str, float]:
+    """``a`` minus ``b`` on the same questions, with its 95% paired bootstrap interval."""
+    va, vb = per_question(a)[measure], per_question(b)[measure]
+    draws = np.random.default_rng(BOOTSTRAP_SEED).integers(0, len(a), (BOOTSTRAP_DRAWS, len(a)))
+    diffs = (va[draws] - vb[draws]).mean(axis=1)
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return {
+        "difference": round(float(va.mean() - vb.mean()), 4),
+        "low": round(float(low), 4),
+        "high": round(float(high), 4),
+    }
+
+
 def set_documents(parts: Parts, qs: QuestionSet) -> dict[str, str]:
     """document_id -> path of the ingested documents that belong to the question set."""
     from ingest_pipeline.documents import collect
@@ -200,8 +247,9 @@ def set_documents(parts: Parts, qs: QuestionSet) -> dict[str, str]:
     return {r["document_id"]: r["path"] for r in rows if r["document_id"] in ids}
 
 
-def _embed_cached(parts: Parts, texts: Sequence[str]) -> np.ndarray:
-    return EmbeddingCache(parts.store, parts.embedder.model_id).vectors(parts.embedder, texts, run="eval")
+def _embed_cached(parts: Parts, texts: Sequence[str], embedder=None) -> np.ndarray:
+    embedder = embedder or parts.embedder.served()
+    return EmbeddingCache(parts.store, embedder.model_id).vectors(embedder, texts, run="eval")
 
 
 def eval_index(parts: Parts, profile: str, docs: dict[str, str], folder: str):
@@ -211,10 +259,11 @@ def eval_index(parts: Parts, profile: str, docs: dict[str, str], folder: str):
 
     from ingest_pipeline.storage.vector_index import VectorIndex, index_schema, search_text
 
-    index = VectorIndex(folder, parts.embedder.dim)
+    embedder = parts.embedder.for_profile(profile)
     table = query(parts.lake, queries.PROFILE_CHUNKS_OF_DOCUMENTS, [profile, sorted(docs)])
     rows = table.to_pylist()
-    vectors = _embed_cached(parts, [r["embed_text"] or r["text"] for r in rows])
+    vectors = _embed_cached(parts, [r["embed_text"] or r["text"] for r in rows], embedder)
+    index = VectorIndex(folder, vectors.shape[1] if len(vectors) else embedder.dim)
     for row, vector in zip(rows, vectors):
         row["modality"] = "text"
         row["vector"] = vector.tolist()
@@ -237,10 +286,13 @@ def profile_ranking(
     index=None,
 ) -> list[list[tuple[str, int]]]:
     within = sorted(docs) if docs else None
+    model_id = None if index else parts.embedder.for_profile(profile).model_id
     index = index or parts.index
     ranked = []
     for question, vector in zip(qs.questions, question_vectors):
-        hits = index.search(profile, question.text, vector.tolist(), k=10, mode=mode, documents=within)
+        hits = index.search(
+            profile, question.text, vector.tolist(), k=10, mode=mode, documents=within, model_id=model_id
+        )
         ranked.append([(h["path"], h["page"]) for h in hits])
     return ranked
 
@@ -253,7 +305,7 @@ def _brute_force(units: list[tuple[str, str, int]], parts: Parts, question_vecto
     for row in scores:
         order = np.argsort(-row, kind="stable")[:10]
         ranked.append([where[i] for i in order])
-    tokens = parts.embedder.count_tokens([t for t, _, _ in units]) if units else []
+    tokens = parts.embedder.served().count_tokens([t for t, _, _ in units]) if units else []
     return ranked, len(units), (float(np.mean(tokens)) if tokens else 0.0)
 
 
@@ -300,7 +352,14 @@ def evaluate(
     that is not indexed is embedded (through the cache) into a temporary LanceDB table
     and searched the same way; its row says ``indexed: false``."""
     docs = set_documents(parts, qs)
-    question_vectors = parts.embedder.embed([q.text for q in qs.questions])
+    questions = [q.text for q in qs.questions]
+    by_model: dict[str, np.ndarray] = {}  # the questions' vectors, once per embedder
+
+    def vectors_of(embedder) -> np.ndarray:
+        if embedder.model_id not in by_model:
+            by_model[embedder.model_id] = embedder.embed_queries(questions)
+        return by_model[embedder.model_id]
+
     rows = []
     with tempfile.TemporaryDirectory(prefix="ingest-eval-") as scratch:
         for profile in profiles:
@@ -310,13 +369,16 @@ def evaluate(
                     f"profile {profile}"
                     + ("" if indexed else " (not indexed: embedding it for the evaluation)")
                 )
+            embedder = parts.embedder.for_profile(profile)
             index = None if indexed else eval_index(parts, profile, docs, scratch)
-            ranked = profile_ranking(parts, profile, qs, docs, question_vectors, mode=mode, index=index)
+            ranked = profile_ranking(parts, profile, qs, docs, vectors_of(embedder), mode=mode, index=index)
             chunks, tokens = profile_stats(parts, profile, docs)
             rows.append(
                 {
                     "name": profile,
                     "kind": "profile",
+                    "embedder": embedder.ref,
+                    "model": embedder.model_id,
                     "mode": mode,
                     "indexed": indexed,
                     "chunks": chunks,
@@ -331,11 +393,14 @@ def evaluate(
             if not units:
                 rows.append({"name": name, "kind": "baseline", "unavailable": "install the dev extra"})
                 continue
-            ranked, count, tokens = _brute_force(units, parts, question_vectors)
+            served = parts.embedder.served()
+            ranked, count, tokens = _brute_force(units, parts, vectors_of(served))
             rows.append(
                 {
                     "name": name,
                     "kind": "baseline",
+                    "embedder": served.ref,
+                    "model": served.model_id,
                     "mode": "vector",
                     "indexed": False,
                     "chunks": count,
@@ -348,8 +413,8 @@ def evaluate(
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     head = (
-        f"{'':28} {'mode':7} {'chunks':>7} {'tokens':>7} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR@10':>7} "
-        f"{'table':>6} {'text':>6}"
+        f"{'':28} {'embedder':10} {'mode':7} {'chunks':>7} {'tokens':>7} {'R@1':>6} "
+        f"{'R@5 [95% interval]':>21} {'R@10':>6} {'MRR@10 [95% interval]':>22} {'table':>6} {'text':>6}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -361,10 +426,12 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         text = kinds.get("chunk:Text", {}).get("mrr@10", float("nan"))
         name = r["name"] + ("" if r.get("indexed", True) or r["kind"] != "profile" else " *")
         lines.append(
-            f"{name:28} {r['mode']:7} {r['chunks']:>7} {r['mean_tokens']:>7} {r['recall@1']:>6.3f} "
-            f"{r['recall@5']:>6.3f} {r['recall@10']:>6.3f} {r['mrr@10']:>7.3f} {table:>6.3f} {text:>6.3f}"
+            f"{name:28} {r.get('embedder', ''):10} {r['mode']:7} {r['chunks']:>7} {r['mean_tokens']:>7} "
+            f"{r['recall@1']:>6.3f} {_with_interval(r, 'recall@5'):>21} {r['recall@10']:>6.3f} "
+            f"{_with_interval(r, 'mrr@10'):>22} {table:>6.3f} {text:>6.3f}"
         )
     lines.append("table/text: MRR@10 of questions whose answer sits in a table / in text")
+    lines.append("[95% interval]: bootstrap over the questions; rows whose intervals overlap may not differ")
     if any(r["kind"] == "profile" and not r.get("indexed", True) for r in rows):
         lines.append(
             "* not indexed: embedded for this evaluation through the embedding cache, into a "

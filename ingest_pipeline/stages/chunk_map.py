@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest_pipeline.contract import PageOutput
-from ingest_pipeline.embedding.minilm import Embedder
+from ingest_pipeline.embedding.port import Embedder
 from ingest_pipeline.identity import chunk_id
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.runtime.faults import crash_point

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ingest_pipeline.embedding.minilm import Embedder
+from ingest_pipeline.embedding.port import Embedder
 from ingest_pipeline.identity import sha256_text
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.embeddings import EmbeddingCache, documents_to_embed, texts_of

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from ingest_pipeline.contract import ChunkPiece
-from ingest_pipeline.embedding.minilm import Embedder
+from ingest_pipeline.embedding.port import Embedder
 from ingest_pipeline.embedding.token_limits import bounded_counts, split_to_limit
 from ingest_pipeline.runtime.memo import BoundedMemo
 from ingest_pipeline.settings import Profile

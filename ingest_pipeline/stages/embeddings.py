@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ingest_pipeline.embedding.minilm import Embedder
+from ingest_pipeline.embedding.port import Embedder
 from ingest_pipeline.identity import canonical_json, sha256_text
 from ingest_pipeline.runtime.faults import crash_point
 from ingest_pipeline.settings import Profile
@@ -162,9 +162,20 @@ def embed_documents(
     queue: dict[str, str] = {}  # sha -> text, waiting for the model
     waiting: list[tuple[str, pa.Table, str, set[str]]] = []
     step = FLUSH_TEXTS
+    down: list[Exception] = []  # the model failed: the rest of the batch is not sent to it
 
     def flush() -> None:
-        vectors.update(cache.embed_missing(embedder, queue, vectors, run_id))
+        try:
+            if down:
+                raise down[0]
+            vectors.update(cache.embed_missing(embedder, queue, vectors, run_id))
+        except Exception as exc:  # noqa: BLE001 - a document lacking a vector gets the error, no write
+            down[:] = [exc]
+            queue.clear()
+            lacking = [w for w in waiting if any(sha256_text(t) not in vectors for _, t in texts[w[0]])]
+            for document, *_ in lacking:
+                found(document, exc)
+            waiting[:] = [w for w in waiting if w not in lacking]
         queue.clear()
         for document, table, fingerprint, first_here in waiting:
             finish(

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest_pipeline.embedding.port import Embedder
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.common import (
     STAGE_VERSIONS,
@@ -20,19 +21,33 @@ from ingest_pipeline.stages.common import (
     fingerprint_of,
 )
 from ingest_pipeline.storage.store import Store
-from ingest_pipeline.storage.vector_index import VectorIndex, index_schema, search_text
+from ingest_pipeline.storage.vector_index import (
+    LEGACY_MODEL_ID,
+    TableModel,
+    VectorIndex,
+    index_schema,
+    search_text,
+)
 
 
 def index_document(
-    store: Store, index: VectorIndex, profile: Profile, document: str, run_id: str, force: bool = False
+    store: Store,
+    index: VectorIndex,
+    profile: Profile,
+    document: str,
+    run_id: str,
+    force: bool = False,
+    embedder: Embedder | None = None,
 ) -> Outcome:
-    """Make the profile's LanceDB table hold exactly this document's current chunks."""
+    """Make the profile's LanceDB table hold exactly this document's current chunks; the
+    table records ``embedder``'s identity (a table another embedder built is made anew)."""
     chunks = store.chunk_map(profile.name, document)
     vectors = store.embeddings(profile.name, document)
+    model = _table_model(embedder, vectors, index.dim)
     if chunks is None and store.has_index_marker(profile.name, document):
         # The chunk map was withdrawn (the file no longer reads): its rows leave search.
-        empty = pa.Table.from_pylist([], schema=index_schema(index.dim))
-        removed = index.sync_document(profile.name, document, empty)
+        empty = pa.Table.from_pylist([], schema=index_schema(model.dim))
+        removed = index.sync_document(profile.name, document, empty, model)
         store.delete_index_marker(profile.name, document)
         return Outcome(
             document, "skipped", {"reason": "chunk map withdrawn", "rows_removed": removed["rows_before"]}
@@ -55,12 +70,12 @@ def index_document(
         # a filter finds them, vector search skips them.
         is_image = row["text"] is None
         rows.append({**row, "modality": "image" if is_image else "text", "search_text": search_text(row)})
-    schema = index_schema(index.dim)
+    schema = index_schema(model.dim)
     data = pa.Table.from_pylist(rows, schema=schema.remove(schema.get_field_index("vector")))
     # each row's vector (null where it has none) taken over in Arrow, not as a list of floats a row
     at = pc.index_in(chunks.column("chunk_id"), value_set=vectors.column("chunk_id").combine_chunks())
     data = data.append_column("vector", vectors.column("vector").take(at).cast(schema.field("vector").type))
-    result = index.sync_document(profile.name, document, data)
+    result = index.sync_document(profile.name, document, data, model)
     shas = set(chunks.column("source_sha256").to_pylist())
     store.write_index_marker(
         profile.name,
@@ -74,6 +89,18 @@ def index_document(
         },
     )
     return Outcome(document, "new", result)
+
+
+def _table_model(embedder: Embedder | None, vectors: pa.Table | None, dim: int) -> TableModel:
+    """The embedder a profile's table records; its width read from the stored vectors when
+    there are any (a remote model need not be asked)."""
+    if embedder is None:
+        return TableModel(LEGACY_MODEL_ID, dim)
+    width = None
+    if vectors is not None and vectors.num_rows:
+        first = next((v for v in vectors.column("vector").to_pylist() if v is not None), None)
+        width = len(first) if first is not None else None
+    return TableModel(embedder.model_id, width or embedder.dim, embedder.identity())
 
 
 def finished(store: Store, profile: str, document: str) -> dict[str, Any] | None:

@@ -64,7 +64,10 @@ def run_identity(parts) -> str:
                     settings.parse_timeout,
                     settings.parse_memory_bytes,
                 ],
-                "model": [embedder.model_id, embedder.max_tokens, embedder.dim],
+                "models": [  # each profile's embedder: its settings, identity key and token limit
+                    (p.name, settings.embedder_of(p), *_model_of(embedder.for_profile(p.name)))
+                    for p in settings.profiles
+                ],
                 # Any edit of the passwords file (whose values are never stored) looks at every
                 # document again: a corrected password must reach the document it failed.
                 "passwords_file": _file_version(
@@ -73,6 +76,10 @@ def run_identity(parts) -> str:
             }
         )
     )
+
+
+def _model_of(model) -> tuple[str, int]:
+    return model.model_id, model.max_tokens
 
 
 def _file_version(path: str) -> list[int] | None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -21,7 +23,7 @@ _client_loading = False
 
 def load_client_ahead() -> None:
     """Import the LanceDB client on a thread of its own, once per process: its import takes
-    about two seconds, which a run that embeds spends while the model works rather than
+    seconds, which a run that embeds spends while the model works rather than
     after it, when writing the rows is all that is left to do."""
     global _client_loading
     with _CLIENT_LOAD:
@@ -61,11 +63,45 @@ def search_text(row: dict[str, Any]) -> str | None:
     return embed + "\n" + " ".join(left.elements()) if left else embed
 
 
+def built_with(table) -> str:
+    """The model id a table records (a table from before records none: the legacy model)."""
+    raw = (table.schema.metadata or {}).get(EMBEDDER_KEY)
+    return json.loads(raw)["model_id"] if raw is not None else LEGACY_MODEL_ID
+
+
 def table_name(profile: str) -> str:
     return f"chunks_{profile}"
 
 
-def index_schema(dim: int) -> pa.Schema:
+# The schema metadata key under which a table records the embedder it was built with.
+EMBEDDER_KEY = b"ingest_pipeline.embedder"
+# What a table from before embedders were recorded was built with: the only model there was.
+LEGACY_MODEL_ID = "all-minilm-l6-v2-onnx-int8"
+
+
+@dataclass(frozen=True)
+class TableModel:
+    """The embedder a table's vectors come from: its key, width and identity (no secret)."""
+
+    model_id: str
+    dim: int
+    identity: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def metadata(self) -> dict[bytes, bytes]:
+        record = {"model_id": self.model_id, "dim": self.dim, "identity": dict(self.identity)}
+        return {EMBEDDER_KEY: json.dumps(record, sort_keys=True).encode("utf-8")}
+
+
+class EmbedderMismatch(RuntimeError):
+    """A table is asked for with another embedder than the one that built it."""
+
+
+def index_schema(dim: int, model: TableModel | None = None) -> pa.Schema:
+    schema = _schema(dim)
+    return schema.with_metadata(model.metadata()) if model else schema
+
+
+def _schema(dim: int) -> pa.Schema:
     return pa.schema(
         [
             ("chunk_id", pa.string()),
@@ -182,14 +218,41 @@ class VectorIndex:
         names = getattr(listing, "tables", listing)
         return sorted(names)
 
-    def open(self, profile: str, create: bool = False):
+    def open(self, profile: str, create: bool = False, model: TableModel | None = None):
+        """The profile's table; ``create``: made if missing, and made anew (empty) when it
+        was built with another embedder than ``model``'s (each document's rows are written
+        again as its new vectors arrive)."""
         name = table_name(profile)
         if name in self.tables():
             table = self.db.open_table(name)
-            return self._upgrade(table) if create else table
-        if not create:
+            if not create:
+                return table
+            if model is None or built_with(table) == model.model_id:
+                return self._upgrade(table)
+            self.db.drop_table(name)
+        elif not create:
             return None
-        return self.db.create_table(name, schema=index_schema(self.dim))
+        return self.db.create_table(name, schema=index_schema(model.dim if model else self.dim, model))
+
+    def model_of(self, profile: str) -> dict[str, Any] | None:
+        """What the profile's table records of the embedder it was built with (None: no table)."""
+        table = self.open(profile)
+        if table is None:
+            return None
+        raw = (table.schema.metadata or {}).get(EMBEDDER_KEY)
+        if raw is None:
+            return {"model_id": LEGACY_MODEL_ID, "dim": table.schema.field("vector").type.list_size}
+        return json.loads(raw)
+
+    def check_model(self, profile: str, model_id: str) -> None:
+        """Refuse to serve a table with another embedder than the one that built it."""
+        recorded = self.model_of(profile)
+        if recorded is not None and recorded["model_id"] != model_id:
+            raise EmbedderMismatch(
+                f"LanceDB table {table_name(profile)} was built with embedder {recorded['model_id']}, "
+                f"and profile '{profile}' now uses {model_id}: its vectors are not comparable. "
+                f"Run `ingest-pipeline ingest` to rebuild it with the profile's embedder."
+            )
 
     def _upgrade(self, table):
         """Add the columns a newer schema has to a table an older version created (as
@@ -212,15 +275,18 @@ class VectorIndex:
             )
         return table
 
-    def sync_document(self, profile: str, document: str, rows: pa.Table) -> dict[str, int]:
+    def sync_document(
+        self, profile: str, document: str, rows: pa.Table, model: TableModel | None = None
+    ) -> dict[str, int]:
         """Make the document's rows exactly ``rows``: upsert by chunk id and delete its other
         rows in one merge, so one commit moves it from its old rows to its new ones (a
         killed run never leaves a mix of the two to be served)."""
         from ingest_pipeline.runtime.faults import crash_point
 
-        rows = with_keywords(rows).select(index_schema(self.dim).names).cast(index_schema(self.dim))
+        schema = index_schema(model.dim if model else self.dim)
+        rows = with_keywords(rows).select(schema.names).cast(schema)
         with self.writing():
-            table = self.open(profile, create=True)
+            table = self.open(profile, create=True, model=model)
             mine = where_equals("document_id", document)
             before = table.count_rows(mine)
             (
@@ -291,10 +357,14 @@ class VectorIndex:
         k: int = 5,
         mode: str = "hybrid",
         documents: Iterable[str] | None = None,
+        model_id: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Hits of ``query`` (and ``vector``), only among ``documents`` when given."""
+        """Hits of ``query`` (and ``vector``), only among ``documents`` when given;
+        ``model_id``: the embedder that made ``vector``, refused unless it built the table."""
         if mode not in SEARCH_MODES:
             raise ValueError(f"mode must be one of {SEARCH_MODES}")
+        if model_id is not None and mode != "text":
+            self.check_model(profile, model_id)
         table = self.open(profile)
         if table is None or table.count_rows() == 0:
             return []

@@ -1,0 +1,148 @@
+"""A profile's embedder, through real ingests: a third-party embedder found by its entry
+point serves a profile; switching it re-embeds only that profile and switching back embeds
+nothing; a table built with one embedder is refused to a query of another; a dead
+OpenAI-compatible endpoint leaves errors rows and an untouched table, and the next run
+completes."""
+
+from __future__ import annotations
+
+from ingest_pipeline.commands.cli import main as cli
+from ingest_pipeline.commands.ingest import ingest
+from ingest_pipeline.embedding.minilm import MiniLMEmbedder, minilm
+from ingest_pipeline.resources import parts_for
+from ingest_pipeline.settings import CONFIG_FILE
+from ingest_pipeline.storage.catalog import query
+from ingest_pipeline_tests.embedding.test_embedders import install_hashing_embedder
+from ingest_pipeline_tests.embedding_server import EmbeddingServer
+
+TWO_PROFILES = """
+[profiles.other]
+chunkers = ["page@1"]
+indexed = true
+"""
+
+
+def configure(data_dir, text: str) -> None:
+    (data_dir / CONFIG_FILE).write_text(text)
+
+
+def embedded_texts(parts, profile: str) -> dict[str, int]:
+    """Per document: the texts its embeddings file says were embedded in the run that wrote it."""
+    return {
+        doc: (parts.store.embeddings_meta(profile, doc) or {}).get("summary", {}).get("embedded", 0)
+        for doc in parts.store.inventory()
+    }
+
+
+def fingerprints(parts, profile: str) -> dict[str, str]:
+    return {
+        doc: (parts.store.embeddings_meta(profile, doc) or {}).get("fingerprint")
+        for doc in parts.store.inventory()
+    }
+
+
+def test_a_profile_switches_to_a_third_party_embedder_and_back(
+    data_dir, sample_sources, tmp_path, monkeypatch
+):
+    install_hashing_embedder(tmp_path, monkeypatch)
+    configure(data_dir, TWO_PROFILES)
+    first = ingest(parts_for(str(data_dir)))
+    assert not first.failed
+    parts = parts_for(str(data_dir))
+    served_before, other_before = fingerprints(parts, "retrieval"), fingerprints(parts, "other")
+    assert parts.index.model_of("other")["model_id"] == MiniLMEmbedder.model_id
+
+    configure(
+        data_dir, TWO_PROFILES + 'embedder = "hashing@1"\n[profiles.other.embedder_settings]\ndim = 48\n'
+    )
+    switched = ingest(parts_for(str(data_dir)))
+    parts = parts_for(str(data_dir))
+    assert not switched.failed
+    assert fingerprints(parts, "retrieval") == served_before  # the served profile is untouched
+    assert switched.texts_embedded == 0
+    after = fingerprints(parts, "other")
+    assert all(after[d] != other_before[d] for d in after if other_before[d])
+    assert sum(embedded_texts(parts, "other").values()) > 0
+    recorded = parts.index.model_of("other")
+    assert recorded["model_id"] == "hashing_v1_48" and recorded["dim"] == 48
+    assert recorded["identity"] == {"ref": "hashing@1", "dim": 48}
+    models = query(parts.lake, "select distinct model from embeddings where profile = 'other'").to_pylist()
+    assert models == [{"model": "hashing_v1_48"}]  # every vector's lineage names its embedder
+    hits = parts.index.search("other", "greenhouse", [0.1] * 48, k=3, mode="hybrid", model_id="hashing_v1_48")
+    assert hits
+
+    calls = minilm(*_runtime(parts)).usage()["calls"]
+    configure(data_dir, TWO_PROFILES)
+    back = ingest(parts_for(str(data_dir)))
+    parts = parts_for(str(data_dir))
+    assert not back.failed
+    assert minilm(*_runtime(parts)).usage()["calls"] == calls  # the cache kept MiniLM's vectors
+    assert sum(embedded_texts(parts, "other").values()) == 0
+    assert fingerprints(parts, "other") == other_before
+    assert parts.index.model_of("other")["model_id"] == MiniLMEmbedder.model_id
+
+
+def _runtime(parts):
+    s = parts.settings
+    return s.embed_batch, s.embed_threads or None, s.embed_workers
+
+
+def test_search_refuses_a_table_built_with_another_embedder(
+    data_dir, sample_sources, tmp_path, monkeypatch, capsys
+):
+    install_hashing_embedder(tmp_path, monkeypatch)
+    assert not ingest(parts_for(str(data_dir))).failed
+    assert cli(["--data", str(data_dir), "search", "greenhouse", "--json"]) == 0
+    configure(data_dir, '[profiles.retrieval]\nembedder = "hashing@1"\n')
+    capsys.readouterr()
+    assert cli(["--data", str(data_dir), "search", "greenhouse"]) == 2
+    err = capsys.readouterr().err
+    assert "chunks_retrieval was built with embedder all-minilm-l6-v2-onnx-int8" in err
+    assert "hashing_v1_64" in err and "ingest" in err
+    assert cli(["--data", str(data_dir), "search", "greenhouse", "--mode", "text"]) == 0  # no vectors asked
+
+
+def test_a_dead_endpoint_leaves_errors_rows_and_an_untouched_table_and_the_next_run_completes(
+    data_dir, sample_sources, monkeypatch
+):
+    server = EmbeddingServer()
+    endpoint = (
+        '[profiles.retrieval]\nembedder = "openai@1"\n[profiles.retrieval.embedder_settings]\n'
+        'base_url = "{url}"\nmodel = "minilm-served"\nretries = 1\nbackoff = 0.01\ntimeout = 5\n'
+        f'tokenizer = "{MiniLMEmbedder.tokenizer_path()}"\nmax_tokens = 256\n'
+    )
+    configure(data_dir, endpoint.format(url=server.base_url))
+    try:
+        assert not ingest(parts_for(str(data_dir))).failed
+    finally:
+        server.stop()
+    parts = parts_for(str(data_dir))
+    rows_before = parts.index.counts("retrieval")
+    version_before = parts.index.open("retrieval").version
+    (sample_sources / "late.md").write_text(
+        "# Late\n\nA note written after the first ingest, about valves.\n"
+    )
+    (sample_sources / "greenhouse.txt").write_text("The greenhouse log, rewritten.\n" * 5)
+
+    down = ingest(parts_for(str(data_dir)))  # the server is gone: nobody listens at its port
+    parts = parts_for(str(data_dir))
+    assert len(down.failed) == 2
+    stages = {e["stage"] for errs in down.failed.values() for e in errs}
+    assert stages == {"embeddings/retrieval"}
+    assert all("did not answer after 2 tries" in e["reason"] for errs in down.failed.values() for e in errs)
+    assert parts.index.counts("retrieval") == rows_before  # nothing half-written
+    assert parts.index.open("retrieval").version == version_before
+    errors = query(parts.lake, "select stage from errors").to_pylist()
+    assert sorted(r["stage"] for r in errors) == ["embeddings/retrieval"] * 2
+
+    again = EmbeddingServer()
+    try:
+        configure(data_dir, endpoint.format(url=again.base_url))  # the same model, served elsewhere
+        back = ingest(parts_for(str(data_dir)))
+    finally:
+        again.stop()
+    assert not back.failed, back.failed
+    parts = parts_for(str(data_dir))
+    assert query(parts.lake, "select count(*) as n from errors").to_pylist() == [{"n": 0}]
+    assert sum(parts.index.counts("retrieval").values()) > sum(rows_before.values())
+    assert again.requests  # the new server answered the run
