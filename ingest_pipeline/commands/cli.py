@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
 
+from ingest_pipeline.commands.output import as_json as _json
+from ingest_pipeline.commands.output import table as _table
 from ingest_pipeline.settings import default_data_dir
 
 
@@ -17,18 +18,6 @@ def _parts(args):
     from ingest_pipeline.storage import object_store
 
     return parts_for(object_store.absolute(args.data))  # a local path made absolute; a URI as it is
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, default=_jsonable)
-
-
-def _jsonable(value: Any):
-    if isinstance(value, bytes):
-        return f"<{len(value)} bytes>"
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return str(value)
 
 
 def _color(args, stream) -> bool:
@@ -176,80 +165,6 @@ def cmd_query(args) -> int:
     return 0
 
 
-def _table(columns: list[str], rows: list[dict[str, Any]], width: int = 60) -> str:
-    def cell(v: Any) -> str:
-        text = _jsonable(v) if isinstance(v, bytes) else ("" if v is None else str(v))
-        text = text.replace("\n", " ")
-        return text if len(text) <= width else text[: width - 1] + "…"
-
-    cells = [[cell(r[c]) for c in columns] for r in rows]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
-    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-    return "\n".join(lines)
-
-
-def cmd_embedders(args) -> int:
-    """The installed embedders, and which one each profile uses (its identity, no secret)."""
-    from ingest_pipeline.embedding.registry import installed
-
-    p = _parts(args)
-    settings = p.settings
-    profiles = []
-    for profile in settings.profiles:
-        ref, options = settings.embedder_of(profile)
-        row = {"profile": profile.name, "embedder": ref, "indexed": settings.is_indexed(profile)}
-        try:
-            model = p.embedder.for_profile(profile.name)
-            row.update(model=model.model_id, max_tokens=model.max_tokens, identity=model.identity())
-        except Exception as exc:  # noqa: BLE001 - a profile whose embedder cannot be made says why
-            row["error"] = f"{type(exc).__name__}: {exc}"
-        profiles.append(row)
-    if args.json:
-        print(_json({"installed": installed().describe(), "profiles": profiles}))
-        return 0
-    print(_table(["ref", "summary"], installed().describe(), width=80))
-    print()
-    shown = [{**r, "model": r.get("model") or r.get("error", "")} for r in profiles]
-    print(_table(["profile", "embedder", "model"], shown, width=80))
-    return 0
-
-
-def cmd_chunkers(args) -> int:
-    from ingest_pipeline.readers import reader_ids
-    from ingest_pipeline.registry import ChunkerRegistry
-
-    registry = ChunkerRegistry.discover(reserved_ids=reader_ids())
-    rows = [
-        {
-            "chunker": i.ref,
-            "id": i.id,
-            "version": i.version,
-            "default": i.default,
-            "builtin": i.builtin,
-            "fallback": i.fallback,
-            "media_types": list(i.media_types or ["*"]),
-            "summary": i.summary,
-            "config_hash": i.config_hash,
-        }
-        for i in registry.infos()
-    ]
-    if args.json:
-        print(_json(rows))
-    else:
-        shown = [
-            {
-                **r,
-                "media_types": ", ".join(r["media_types"]),
-                "default": "default" if r["default"] else "opt-in",
-            }
-            for r in rows
-        ]
-        print(_table(["chunker", "default", "media_types", "summary"], shown, width=70))
-    return 0
-
-
 def _inspect_chunk(args, p) -> int:
     """``inspect --chunk ID``: the chunk's lineage chain."""
     from ingest_pipeline.commands.lineage import explain_chunk, format_chain
@@ -392,6 +307,18 @@ def cmd_eval(args) -> int:
     )
     print(_json(rows) if args.json else format_table(rows))
     return 0
+
+
+def cmd_chunkers(args) -> int:
+    from ingest_pipeline.commands.installed import list_chunkers
+
+    return list_chunkers(args)
+
+
+def cmd_embedders(args) -> int:
+    from ingest_pipeline.commands.installed import list_embedders
+
+    return list_embedders(args, _parts(args))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -159,41 +159,7 @@ def embed_documents(
     vectors = cache.get(wanted - set(ahead))
     known = set(vectors)  # vectors from before this run; ``ahead`` ones count as embedded here
     vectors.update(ahead)
-    queue: dict[str, str] = {}  # sha -> text, waiting for the model
-    waiting: list[tuple[str, pa.Table, str, set[str]]] = []
-    step = FLUSH_TEXTS
-    down: list[Exception] = []  # the model failed: the rest of the batch is not sent to it
-
-    def flush() -> None:
-        try:
-            if down:
-                raise down[0]
-            vectors.update(cache.embed_missing(embedder, queue, vectors, run_id))
-        except Exception as exc:  # noqa: BLE001 - a document lacking a vector gets the error, no write
-            down[:] = [exc]
-            queue.clear()
-            lacking = [w for w in waiting if any(sha256_text(t) not in vectors for _, t in texts[w[0]])]
-            for document, *_ in lacking:
-                found(document, exc)
-            waiting[:] = [w for w in waiting if w not in lacking]
-        queue.clear()
-        for document, table, fingerprint, first_here in waiting:
-            finish(
-                _write_embeddings(
-                    store,
-                    embedder,
-                    profile,
-                    document,
-                    table,
-                    fingerprint,
-                    texts[document],
-                    vectors,
-                    first_here,
-                    run_id,
-                )
-            )
-        waiting.clear()
-
+    batch = _ModelBatch(store, embedder, profile, cache, texts, vectors, run_id, finish, found)
     for document, table, fingerprint in pending:
         first_here = set()
         for _, text in texts[document]:
@@ -201,12 +167,62 @@ def embed_documents(
             if sha not in known:
                 known.add(sha)
                 first_here.add(sha)
-                queue[sha] = text
-        waiting.append((document, table, fingerprint, first_here))
-        if len(queue) >= step:
-            flush()
-    flush()
+                batch.queue[sha] = text
+        batch.waiting.append((document, table, fingerprint, first_here))
+        if len(batch.queue) >= FLUSH_TEXTS:
+            batch.flush()
+    batch.flush()
     return outcomes
+
+
+class _ModelBatch:
+    """The texts waiting for the model and the documents waiting for them: ``flush`` embeds
+    the texts and writes each waiting document. When the model fails (an endpoint down, a
+    model that cannot load), each document still lacking a vector gets the error and
+    nothing is written for it; the rest of the step does not ask the model again."""
+
+    def __init__(self, store, embedder, profile, cache, texts, vectors, run_id, finish, failed) -> None:
+        self.store, self.embedder, self.profile, self.cache = store, embedder, profile, cache
+        self.texts, self.vectors, self.run_id = texts, vectors, run_id
+        self.finish, self.failed = finish, failed
+        self.queue: dict[str, str] = {}  # sha -> text, waiting for the model
+        self.waiting: list[tuple[str, pa.Table, str, set[str]]] = []
+        self.down: Exception | None = None
+
+    def flush(self) -> None:
+        try:
+            if self.down is not None:
+                raise self.down
+            self.vectors.update(
+                self.cache.embed_missing(self.embedder, self.queue, self.vectors, self.run_id)
+            )
+        except Exception as exc:  # noqa: BLE001 - a document lacking a vector gets the error, no write
+            self.down = exc
+            lacking = [
+                w
+                for w in self.waiting
+                if any(sha256_text(t) not in self.vectors for _, t in self.texts[w[0]])
+            ]
+            for document, *_ in lacking:
+                self.failed(document, exc)
+            self.waiting = [w for w in self.waiting if w not in lacking]
+        self.queue.clear()
+        for document, table, fingerprint, first_here in self.waiting:
+            self.finish(
+                _write_embeddings(
+                    self.store,
+                    self.embedder,
+                    self.profile,
+                    document,
+                    table,
+                    fingerprint,
+                    self.texts[document],
+                    self.vectors,
+                    first_here,
+                    self.run_id,
+                )  # fmt: skip
+            )
+        self.waiting.clear()
 
 
 def _write_embeddings(

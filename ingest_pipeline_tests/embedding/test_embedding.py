@@ -87,7 +87,7 @@ def test_the_embed_batch_setting_is_the_batch_the_served_model_runs(tmp_path):
     assert (default.batch_size, default.threads, default.workers) == (4, 1, len(os.sched_getaffinity(0)))
     (tmp_path / "ingest_pipeline.toml").write_text("embed_batch = 16\nembed_workers = 1\nembed_threads = 0\n")
     embedder = resources_for(load_settings(str(tmp_path)))["embedder"]
-    model = embedder._model()
+    model = embedder.served()
     assert (model.batch_size, model.workers, model.threads) == (16, 1, None)
 
 

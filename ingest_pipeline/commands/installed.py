@@ -1,0 +1,65 @@
+"""What is installed: the chunker versions and the embedders (``chunkers``, ``embedders``)."""
+
+from __future__ import annotations
+
+from ingest_pipeline.commands.output import as_json, table
+
+
+def list_embedders(args, p) -> int:
+    """The installed embedders, and which one each profile uses (its identity, no secret)."""
+    from ingest_pipeline.embedding.registry import installed
+
+    settings = p.settings
+    profiles = []
+    for profile in settings.profiles:
+        ref, options = settings.embedder_of(profile)
+        row = {"profile": profile.name, "embedder": ref, "indexed": settings.is_indexed(profile)}
+        try:
+            model = p.embedder.for_profile(profile.name)
+            row.update(model=model.model_id, max_tokens=model.max_tokens, identity=model.identity())
+        except Exception as exc:  # noqa: BLE001 - a profile whose embedder cannot be made says why
+            row["error"] = f"{type(exc).__name__}: {exc}"
+        profiles.append(row)
+    if args.json:
+        print(as_json({"installed": installed().describe(), "profiles": profiles}))
+        return 0
+    print(table(["ref", "summary"], installed().describe(), width=80))
+    print()
+    shown = [{**r, "model": r.get("model") or r.get("error", "")} for r in profiles]
+    print(table(["profile", "embedder", "model"], shown, width=80))
+    return 0
+
+
+def list_chunkers(args) -> int:
+    """The installed chunker versions: default or opt-in, media types, summary."""
+    from ingest_pipeline.readers import reader_ids
+    from ingest_pipeline.registry import ChunkerRegistry
+
+    registry = ChunkerRegistry.discover(reserved_ids=reader_ids())
+    rows = [
+        {
+            "chunker": i.ref,
+            "id": i.id,
+            "version": i.version,
+            "default": i.default,
+            "builtin": i.builtin,
+            "fallback": i.fallback,
+            "media_types": list(i.media_types or ["*"]),
+            "summary": i.summary,
+            "config_hash": i.config_hash,
+        }
+        for i in registry.infos()
+    ]
+    if args.json:
+        print(as_json(rows))
+    else:
+        shown = [
+            {
+                **r,
+                "media_types": ", ".join(r["media_types"]),
+                "default": "default" if r["default"] else "opt-in",
+            }
+            for r in rows
+        ]
+        print(table(["chunker", "default", "media_types", "summary"], shown, width=70))
+    return 0
