@@ -2,8 +2,7 @@
 
     .venv/bin/python bench/model_graph_bench.py DATA_ROOT [--texts N] [--rounds N] [--out FILE]
 
-It needs the ``graphs`` extra (``.venv/bin/pip install -e '.[graphs]'``: onnx and sympy,
-which nothing else uses). DATA_ROOT is an ingested root (``bench/passages_bench.py --keep DIR``
+DATA_ROOT is an ingested root (``bench/passages_bench.py --keep DIR``
 leaves one at DIR/data); N of its served profile's embedding texts, drawn with a fixed
 seed, go through one one-thread session per graph, length-sorted in batches of 4 as the
 ingest runs the model:

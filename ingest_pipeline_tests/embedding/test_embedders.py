@@ -4,6 +4,7 @@ answers 429s, 500s, slow answers and dropped connections."""
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from ingest_pipeline.embedding.minilm import MiniLMEmbedder
 from ingest_pipeline.embedding.openai_http import EndpointUnavailable
 from ingest_pipeline.embedding.registry import EmbedderRegistry, Runtime, installed
+from ingest_pipeline.identity import sha256_file
 from ingest_pipeline_tests.chunker_doubles import install_distribution
 from ingest_pipeline_tests.embedding_server import EmbeddingServer
 
@@ -25,7 +27,7 @@ RUNTIME = Runtime(batch_size=2, threads=1, workers=1)
 
 def test_the_built_ins_are_found_through_the_entry_point_group():
     refs = installed().refs()
-    assert {"minilm@1", "onnx@1", "openai@1"} <= set(refs)
+    assert {"minilm@1", "minilm-int8@1", "onnx@1", "openai@1"} <= set(refs)
     assert all(row["source"].startswith("entry point") for row in installed().describe())
 
 
@@ -222,3 +224,35 @@ def test_the_embedders_command_lists_them_and_each_profile_s_own(data_dir, tmp_p
     assert by_profile["retrieval"]["model"] == MiniLMEmbedder.model_id
     assert by_profile["hashed"]["model"] == "hashing_v1_64"
     assert "FileNotFoundError" in by_profile["broken"]["error"]
+
+
+def test_the_int8_model_is_built_once_from_the_bundled_weights_checked_and_rebuilt_when_damaged(
+    tmp_path, embedder
+):
+    import onnx
+
+    from ingest_pipeline.embedding.minilm_int8 import FILE, quantized_model
+
+    models = tmp_path / "models"
+    path = quantized_model(str(models))
+    recorded = (models / f"{FILE}.sha256").read_text().strip()
+    graph = onnx.load(path)
+    integer_ops = {n.op_type for n in graph.graph.node} & {"MatMulInteger", "DynamicQuantizeMatMul"}
+    assert integer_ops, "the products must run in int8"
+    built = os.stat(path).st_mtime_ns
+    assert quantized_model(str(models)) == path
+    assert os.stat(path).st_mtime_ns == built  # intact: not built again
+    with open(path, "r+b") as handle:  # a damaged file is built again, to the same bytes
+        handle.seek(1000)
+        handle.write(b"\x00" * 64)
+    quantized_model(str(models))
+    assert sha256_file(path) == recorded
+    model = installed().make(
+        "minilm-int8@1", {}, Runtime(batch_size=2, threads=1, workers=1, models_dir=str(models))
+    )
+    assert model.model_id.startswith("minilm-int8_v1_") and model.model_id != embedder.model_id
+    cosines = (model.embed(TEXTS) * embedder.embed(TEXTS)).sum(axis=1)
+    # the same model with int8 products: close to the float32 vectors, and not equal to them
+    assert cosines.min() > 0.95 and cosines.max() < 0.99999
+    queries = model.embed_queries(["capital expenditure"])
+    assert queries.shape == (1, 384)
