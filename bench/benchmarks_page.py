@@ -40,6 +40,7 @@ GENERATE = ".venv/bin/python bench/benchmarks_page.py"
 # Measures, by file name: exact names first, then prefixes.
 EXACT = {
     "collector.json": "collector",
+    "embedders.json": "embedders",
     "daemon.json": "daemon",
     "embed_threads.json": "embed_threads",
     "model_graph.json": "model_graph",
@@ -71,6 +72,7 @@ MEASURE_NAMES = {
     "docugami": "Retrieval quality, Docugami",
     "financebench": "Retrieval quality, FinanceBench dev",
     "not_kept": "Retrieval variant, not kept",
+    "embedders": "Retrieval by embedder, side by side",
 }
 RETRIEVAL_SETS = {
     "docugami": ("Docugami SEC 10-Q", "a hit is a chunk of a document the question names"),
@@ -466,11 +468,58 @@ Variants of the served profile measured against it and not adopted (served token
 times mean tokens).
 """
 SCORES = ("recall@1", "recall@5", "recall@10", "mrr@10")
+EMBEDDERS_INTRO = """\
+`bench/embedders_bench.py` ingests each question set once and scores the served profile
+(`minilm@1`) and its twin that differs only in its embedder (`minilm-int8@1`), searched the
+same way (hybrid). Beside each figure is its 95% bootstrap interval over the questions; the
+last columns are the paired difference int8 minus float32 on the same questions, with its
+interval: an interval that holds 0 is no difference this many questions can show.
+"""
+EMBEDDER_SETS = {
+    "financebench": "FinanceBench dev (page-level)",
+    "docugami": "Docugami SEC 10-Q (document-level)",
+    "more": "FinanceBench more (page-level, held out from tuning)",
+}
 UNRECORDED_INTRO = """\
 These scripts print their figures and commit no result file, so no figure of theirs is on this
 page. Each one's docstring says how to run it.
 """
 NOT_BENCHES = {"benchmarks_page.py", "result_keys.py"}  # bench/ helpers, not measurements
+
+
+def _interval(row: dict[str, Any], measure: str) -> str:
+    low, high = row["intervals"][measure]
+    return f"{row[measure]:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _difference(d: dict[str, float]) -> str:
+    return f"{d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+
+
+def embedder_rows(data: dict[str, Any], source: str) -> list[list[str]]:
+    """One row per profile and set of an embedders run, the paired differences on the int8 row."""
+    found = figure("embedders", "", data, source)
+    rows = []
+    for key, result in data["sets"].items():
+        for row in result["rows"]:
+            if row.get("kind") != "profile":
+                continue
+            int8 = row["name"] == "retrieval_int8"
+            rows.append(
+                [
+                    EMBEDDER_SETS.get(key, key),
+                    f"`{row['name']}`",
+                    f"`{row['embedder']}`",
+                    str(row["questions"]),
+                    _interval(row, "recall@5"),
+                    _interval(row, "mrr@10"),
+                    _difference(result["paired"]["recall@5"]) if int8 else "",
+                    _difference(result["paired"]["mrr@10"]) if int8 else "",
+                    _date(found),
+                    _code(found.command),
+                ]
+            )
+    return rows
 
 
 def unrecorded_scripts(bench_dir: Path, commands: Iterable[str]) -> list[list[str]]:
@@ -575,6 +624,24 @@ def render(results_dir: Path = RESULTS) -> str:
                 ]
                 for r, f in rows
             ],
+        )
+    for name in (n for n, m in measures.items() if m == "embedders"):
+        shown.add(name)
+        lines += ["### Embedders compared", "", EMBEDDERS_INTRO]
+        lines += _table(
+            [
+                "set",
+                "profile",
+                "embedder",
+                "questions",
+                "R@5 [95%]",
+                "MRR@10 [95%]",
+                "int8 − float32 R@5",
+                "int8 − float32 MRR@10",
+                "date",
+                "command",
+            ],  # fmt: skip
+            embedder_rows(results[name], name),
         )
     variants = []
     for name in (n for n, m in measures.items() if m == "not_kept"):

@@ -131,12 +131,12 @@ def _tree_cpu() -> float:
 
 
 def _model_cpu() -> dict:
-    """The usage of every model this process loaded (``embedding.minilm``), summed."""
-    from ingest_pipeline.embedding.minilm import _LOADED
+    """The usage of every local model this process made (``embedding.registry``), summed."""
+    from ingest_pipeline.embedding.registry import made
 
     total: dict = {}
-    for model in list(_LOADED.values()):
-        for key, value in model.usage().items():
+    for model in made():
+        for key, value in (model.usage() if hasattr(model, "usage") else {}).items():
             total[key] = total.get(key, 0) + value
     return total
 
@@ -270,9 +270,8 @@ def _step_seconds(data: str, run_ids: list[str]) -> dict:
 
 def phase_bare(data: str) -> dict:
     """The served profile's distinct embedding texts through the model alone (tokenizer and
-    ONNX sessions, length-sorted batches), run as the ingest runs it (its settings'
-    ``embed_batch``, ``embed_workers``, ``embed_threads``)."""
-    from ingest_pipeline.embedding.minilm import MiniLMEmbedder
+    ONNX sessions, length-sorted batches), run as the ingest runs it (the served profile's
+    embedder with its settings' ``embed_batch``, ``embed_workers``, ``embed_threads``)."""
     from ingest_pipeline.resources import parts_for
     from ingest_pipeline.storage.catalog import query
 
@@ -289,7 +288,7 @@ def phase_bare(data: str) -> dict:
         }
     )
     s = p.settings
-    model = MiniLMEmbedder(batch_size=s.embed_batch, threads=s.embed_threads or None, workers=s.embed_workers)
+    model = p.embedder.for_profile(served)  # the served profile's own embedder, as the ingest ran it
     model.embed(["warm up"])
     tokens = sum(min(n, model.max_tokens) for n in model.count_tokens(texts))
     cpu_before, model_before = _tree_cpu(), model.usage()
@@ -303,6 +302,7 @@ def phase_bare(data: str) -> dict:
         "seconds": round(seconds, 2),
         "cpu_seconds": round(_tree_cpu() - cpu_before, 1),
         "model_cpu_seconds": round(used["thread_cpu_seconds"] - model_before["thread_cpu_seconds"], 1),
+        "embedder": model.ref,
         "batch": s.embed_batch,
         "workers": s.embed_workers,
         "threads": s.embed_threads or "onnxruntime default",

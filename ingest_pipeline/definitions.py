@@ -42,10 +42,10 @@ def build_definitions(settings: Settings, resources: dict | None = None) -> Defi
         profile_assets += build_profile_assets(
             registry,
             profile,
-            resources["embedder"].for_profile(profile.name).max_tokens,
+            resources["embedder"].for_profile(profile.name),
             indexed=settings.is_indexed(profile),
         )
-        versions = {f"{c.id}_v{c.version}" for c in registry.order_for(profile.chunkers)}
+        versions = {registry.info(c).asset_name for c in registry.order_for(profile.chunkers)}
         used |= versions
         if settings.is_indexed(profile):
             served |= versions

@@ -137,9 +137,13 @@ class Settings:
 
     @property
     def models_dir(self) -> str:
-        """Where models built on this machine from bundled weights are written once
-        (``$INGEST_MODELS``, else ``models/`` beside the catalog)."""
-        return os.environ.get("INGEST_MODELS") or os.path.join(self.local_root, "models")
+        """Where models built on this machine from bundled weights are written once, for
+        every storage root of the user: ``$INGEST_MODELS``, else ``ingest_pipeline/models``
+        in the user's cache folder (``$XDG_CACHE_HOME``, else ``~/.cache``)."""
+        if os.environ.get("INGEST_MODELS"):
+            return os.environ["INGEST_MODELS"]
+        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return os.path.join(cache, "ingest_pipeline", "models")
 
     @property
     def catalog_path(self) -> str:

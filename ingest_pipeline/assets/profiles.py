@@ -31,6 +31,7 @@ from ingest_pipeline.assets.common import (
     served_first,
 )
 from ingest_pipeline.assets.sources import pages
+from ingest_pipeline.embedding.port import Embedder
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.resources import (
@@ -60,17 +61,21 @@ CHUNK_MAP_CHECKS = {
 
 
 def build_profile_assets(
-    registry: ChunkerRegistry, profile: Profile, max_tokens: int, indexed: bool = True
+    registry: ChunkerRegistry, profile: Profile, model: Embedder, indexed: bool = True
 ) -> list:
-    """The profile's chunk map, and for an indexed profile its embeddings and LanceDB rows."""
-    chunk_map = chunk_map_asset(registry, profile, max_tokens, indexed)
+    """The profile's chunk map, and for an indexed profile its embeddings and LanceDB rows.
+    ``model`` is the profile's embedder: its identity is part of each asset's code version,
+    so changing it shows in the graph as a change of exactly this profile's assets."""
+    chunk_map = chunk_map_asset(registry, profile, model, indexed)
     if not indexed:  # nothing searches it: no vectors, no LanceDB table
         return [chunk_map]
-    return [chunk_map, embeddings_asset(profile), lancedb_asset(profile)]
+    return [chunk_map, embeddings_asset(profile, model), lancedb_asset(profile, model)]
 
 
-def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, max_tokens: int, indexed: bool):
-    """The profile's merged chunk map: its chunker versions' claims, first in order wins."""
+def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder, indexed: bool):
+    """The profile's merged chunk map: its chunker versions' claims, first in order wins,
+    sized in its embedder's tokens."""
+    max_tokens = model.max_tokens
     order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
     map_key = chunk_map_key(profile.name)
 
@@ -81,11 +86,11 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, max_tokens: int
         group_name=f"profile_{profile.name}",
         deps=[pages, *[chunk_asset_key(i) for i in order]],
         kinds={"parquet"},
-        code_version=f"{stages.STAGE_VERSIONS['chunk_map']}:"
+        code_version=f"{stages.STAGE_VERSIONS['chunk_map']}:{model.model_id}:{max_tokens}:"
         + "+".join(f"{i.ref}:{i.config_hash}" for i in order),
         description=f"Profile '{profile.name}': claims merged per page, first in order wins "
         f"({', '.join(i.ref for i in order)}).",
-        metadata={"order": [i.ref for i in order], "profile": profile.name},
+        metadata={"order": [i.ref for i in order], "profile": profile.name, "embedder": model.ref},
         check_specs=[AssetCheckSpec(n, asset=map_key, description=d) for n, d in CHUNK_MAP_CHECKS.items()],
         op_tags=served_first(SERVED if indexed else 0),
     )
@@ -148,7 +153,7 @@ def _chunk_map_metadata(st, settings, profile: Profile, rows_by_doc: dict, outco
     return extra
 
 
-def embeddings_asset(profile: Profile):
+def embeddings_asset(profile: Profile, model: Embedder):
     """A vector per text chunk of the profile, through the embedding cache."""
     emb_key = embeddings_key(profile.name)
 
@@ -159,9 +164,10 @@ def embeddings_asset(profile: Profile):
         group_name=f"profile_{profile.name}",
         deps=[chunk_map_key(profile.name)],
         kinds={"parquet"},
-        code_version=str(stages.STAGE_VERSIONS["embeddings"]),
-        description=f"Profile '{profile.name}': a vector per text chunk, through the embedding cache.",
-        metadata={"profile": profile.name},
+        code_version=f"{stages.STAGE_VERSIONS['embeddings']}:{model.model_id}",
+        description=f"Profile '{profile.name}': a vector per text chunk by {model.ref}, through the "
+        "embedding cache.",
+        metadata={"profile": profile.name, "embedder": model.ref, "model": model.model_id},
         op_tags=embed_last(),
     )
     def _embeddings(
@@ -192,7 +198,7 @@ def embeddings_asset(profile: Profile):
     return _embeddings
 
 
-def lancedb_asset(profile: Profile):
+def lancedb_asset(profile: Profile, model: Embedder):
     """The profile's documents' rows in its LanceDB table."""
     lance_key = lancedb_key(profile.name)
 
@@ -204,10 +210,10 @@ def lancedb_asset(profile: Profile):
         deps=[embeddings_key(profile.name)],
         kinds={"lancedb"},
         pool="lancedb",
-        code_version=str(stages.STAGE_VERSIONS["lancedb"]),
+        code_version=f"{stages.STAGE_VERSIONS['lancedb']}:{model.model_id}",
         description=f"Profile '{profile.name}': the documents' rows in LanceDB table "
         f"{table_name(profile.name)}.",
-        metadata={"profile": profile.name},
+        metadata={"profile": profile.name, "embedder": model.ref, "model": model.model_id},
         check_specs=[
             AssetCheckSpec(
                 "rows_match_parquet",

@@ -91,6 +91,14 @@ class EmbedderRegistry:
 # process however many runs, resources and profiles ask for it.
 _MADE: dict[tuple[str, str, Runtime], Embedder] = {}
 _MAKING = threading.Lock()
+
+
+def made() -> list[Embedder]:
+    """The embedders this process has made so far (the benchmarks read their usage)."""
+    with _MAKING:
+        return list(_MADE.values())
+
+
 _DISCOVERED: dict[tuple[tuple[str, str], ...], EmbedderRegistry] = {}
 
 

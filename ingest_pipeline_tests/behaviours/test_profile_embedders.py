@@ -41,6 +41,15 @@ def fingerprints(parts, profile: str) -> dict[str, str]:
     }
 
 
+def code_versions(data_dir) -> dict[str, str]:
+    """Each asset's code version in the graph a code location of this root would load."""
+    from ingest_pipeline.definitions import build_definitions
+
+    parts = parts_for(str(data_dir))
+    defs = build_definitions(parts.settings, parts.resources)
+    return {spec.key.to_user_string(): spec.code_version for spec in defs.resolve_all_asset_specs()}
+
+
 def test_a_profile_switches_to_a_third_party_embedder_and_back(
     data_dir, sample_sources, tmp_path, monkeypatch
 ):
@@ -51,10 +60,14 @@ def test_a_profile_switches_to_a_third_party_embedder_and_back(
     parts = parts_for(str(data_dir))
     served_before, other_before = fingerprints(parts, "retrieval"), fingerprints(parts, "other")
     assert parts.index.model_of("other")["model_id"] == MiniLMEmbedder.model_id
+    graph_before = code_versions(data_dir)
 
     configure(
         data_dir, TWO_PROFILES + 'embedder = "hashing@1"\n[profiles.other.embedder_settings]\ndim = 48\n'
     )
+    graph = code_versions(data_dir)
+    changed = sorted(k for k in graph if graph[k] != graph_before.get(k))
+    assert changed == ["chunk_map_other", "embeddings_other", "lancedb_other"]  # the graph shows it
     switched = ingest(parts_for(str(data_dir)))
     parts = parts_for(str(data_dir))
     assert not switched.failed
