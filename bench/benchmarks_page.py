@@ -498,9 +498,9 @@ def _difference(d: dict[str, float]) -> str:
 
 def embedder_rows(data: dict[str, Any], source: str) -> list[list[str]]:
     """One row per profile and set of an embedders run, the paired differences on the int8 row."""
-    found = figure("embedders", "", data, source)
     rows = []
     for key, result in data["sets"].items():
+        found = figure("embedders", "", result, source)  # each set was measured by its own command
         for row in result["rows"]:
             if row.get("kind") != "profile":
                 continue
@@ -567,6 +567,8 @@ def _records(measure: str, data: Any) -> list[dict[str, Any]]:
         return daemon_runs(data)
     if measure == "suite":
         return list(data["sections"].values())
+    if measure == "embedders":
+        return list(data["sets"].values())
     return [data]
 
 

@@ -1,7 +1,7 @@
 """Retrieval with each built-in local embedder, side by side on the same chunks, in one run.
 
     .venv/bin/python bench/embedders_bench.py [--sets financebench docugami more] [--keep DIR]
-                                             [--out bench/results/embedders.json]
+                                             [--no-baselines] [--out FILE]
 
 For each question set a fresh storage root is ingested with the served profile
 (``retrieval``, ``minilm@1``) and a twin of it that differs only in its embedder
@@ -42,7 +42,7 @@ embedder = "minilm-int8@1"
 MEASURES = ("recall@1", "recall@5", "recall@10", "mrr@10")
 
 
-def run_set(name: str, questions: str, root: Path) -> dict:
+def run_set(name: str, questions: str, root: Path, baselines: bool = True) -> dict:
     root.mkdir(parents=True, exist_ok=True)
     (root / "ingest_pipeline.toml").write_text(CONFIG)
     command = [
@@ -57,6 +57,7 @@ def run_set(name: str, questions: str, root: Path) -> dict:
         "--profile",
         "retrieval_int8",
         "--json",
+        *([] if baselines else ["--no-baselines"]),
     ]
     env = {**os.environ, "INGEST_QA": str(QA)}
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
@@ -78,13 +79,18 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
     parser.add_argument("--keep", help="keep the storage roots under this folder")
+    parser.add_argument("--no-baselines", action="store_true", help="score the two profiles only")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "embedders.json"))
+    parser.add_argument("--merge", action="store_true", help="keep the other sets already in --out")
     args = parser.parse_args()
     results = {}
     with tempfile.TemporaryDirectory(prefix="embedders-bench-") as scratch:
         base = Path(args.keep) if args.keep else Path(scratch)
         for name in args.sets:
-            results[name] = run_set(name, SETS[name], base / name)
+            results[name] = {
+                **provenance(),  # each set keeps the command and date that measured it
+                **run_set(name, SETS[name], base / name, baselines=not args.no_baselines),
+            }
             for row in results[name]["rows"]:
                 if "unavailable" in row:
                     continue
@@ -98,10 +104,9 @@ def main() -> int:
                 print(
                     f"{name:13} int8 - float32 {measure:9} {d['difference']:+.4f} [{low:+.4f}, {high:+.4f}]"
                 )
-    out = {
-        **provenance(),
-        "sets": results,
-    }
+    if args.merge and Path(args.out).exists():
+        results = {**json.loads(Path(args.out).read_text())["sets"], **results}
+    out = {**provenance(), "sets": results}
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     return 0
 
