@@ -15,8 +15,10 @@ CONFIG_FILE = "ingest_pipeline.toml"
 PASSWORDS_FILE = "passwords.toml"
 DEFAULT_PROFILE = "default"
 SERVED_PROFILE = "retrieval"
-# The embedder of a storage root that names none (``ingest-pipeline embedders`` lists them).
-DEFAULT_EMBEDDER = "minilm@1"
+# The embedder of a storage root that names none (``ingest-pipeline embedders`` lists them):
+# the bundled MiniLM with int8 products, which loses no retrieval to its float32 run
+# (``bench/embedders_bench.py``) for a fraction of its CPU (``bench/model_graph_bench.py``).
+DEFAULT_EMBEDDER = "minilm-int8@1"
 _PROFILE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ingest_pipeline.commands.cli import main as cli
 from ingest_pipeline.commands.ingest import ingest
-from ingest_pipeline.embedding.minilm import MiniLMEmbedder, minilm
+from ingest_pipeline.embedding.minilm import MiniLMEmbedder
 from ingest_pipeline.resources import parts_for
 from ingest_pipeline.settings import CONFIG_FILE
 from ingest_pipeline.storage.catalog import query
@@ -59,7 +59,7 @@ def test_a_profile_switches_to_a_third_party_embedder_and_back(
     assert not first.failed
     parts = parts_for(str(data_dir))
     served_before, other_before = fingerprints(parts, "retrieval"), fingerprints(parts, "other")
-    assert parts.index.model_of("other")["model_id"] == MiniLMEmbedder.model_id
+    assert parts.index.model_of("other")["model_id"] == default_model_id()
     graph_before = code_versions(data_dir)
 
     configure(
@@ -84,20 +84,29 @@ def test_a_profile_switches_to_a_third_party_embedder_and_back(
     hits = parts.index.search("other", "greenhouse", [0.1] * 48, k=3, mode="hybrid", model_id="hashing_v1_48")
     assert hits
 
-    calls = minilm(*_runtime(parts)).usage()["calls"]
+    model = parts.embedder.for_profile("other")  # the default embedder, as this process made it
+    calls = model.usage()["calls"]
     configure(data_dir, TWO_PROFILES)
     back = ingest(parts_for(str(data_dir)))
     parts = parts_for(str(data_dir))
     assert not back.failed
-    assert minilm(*_runtime(parts)).usage()["calls"] == calls  # the cache kept MiniLM's vectors
+    assert parts.embedder.for_profile("other") is model
+    assert model.usage()["calls"] == calls  # the cache kept the default embedder's vectors
     assert sum(embedded_texts(parts, "other").values()) == 0
     assert fingerprints(parts, "other") == other_before
-    assert parts.index.model_of("other")["model_id"] == MiniLMEmbedder.model_id
+    assert parts.index.model_of("other")["model_id"] == default_model_id()
 
 
-def _runtime(parts):
-    s = parts.settings
-    return s.embed_batch, s.embed_threads or None, s.embed_workers
+def default_model_id() -> str:
+    """The model id of the embedder a profile that names none uses."""
+    from ingest_pipeline.embedding.registry import Runtime, installed
+    from ingest_pipeline.settings import DEFAULT_EMBEDDER, Settings
+
+    return (
+        installed()
+        .make(DEFAULT_EMBEDDER, {}, Runtime(models_dir=Settings(data="unused").models_dir))
+        .model_id
+    )
 
 
 def test_search_refuses_a_table_built_with_another_embedder(
@@ -110,7 +119,7 @@ def test_search_refuses_a_table_built_with_another_embedder(
     capsys.readouterr()
     assert cli(["--data", str(data_dir), "search", "greenhouse"]) == 2
     err = capsys.readouterr().err
-    assert "chunks_retrieval was built with embedder all-minilm-l6-v2-onnx-int8" in err
+    assert f"chunks_retrieval was built with embedder {default_model_id()}" in err
     assert "hashing_v1_64" in err and "ingest" in err
     assert cli(["--data", str(data_dir), "search", "greenhouse", "--mode", "text"]) == 0  # no vectors asked
 

@@ -249,6 +249,9 @@ def test_the_image_installs_the_deploy_extra_and_checks_the_model_is_inside():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert "'.[deploy]'" in dockerfile and any(d.startswith("dagster-k8s") for d in extras["deploy"])
     assert "default_embedder()" in dockerfile  # the build fails if the model is not in the image
+    # the default embedder's int8 graph is built into the image, where runs look for it
+    assert "quantized_model('/opt/ingest_pipeline/models')" in dockerfile
+    assert "ENV INGEST_MODELS=/opt/ingest_pipeline/models" in dockerfile
 
 
 def test_the_committed_local_instance_config_is_the_one_new_roots_get_and_dagster_accepts_it():
