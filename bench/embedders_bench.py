@@ -33,6 +33,9 @@ from result_keys import provenance  # noqa: E402  (bench/, this script's folder,
 QA = ROOT.parent / "shared" / "qa"
 SETS = {"financebench": "financebench", "docugami": "docugami", "more": str(QA / "financebench-more")}
 CONFIG = """
+[embedder]
+use = "minilm@1"  # the served profile in float32, whatever the default
+
 [profiles.retrieval_int8]
 chunkers = ["pdf@4", "docx@1", "xlsx@1", "delimited@1", "pptx@1", "markdown@1"]
 document_context = true
