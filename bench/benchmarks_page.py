@@ -65,7 +65,7 @@ MEASURE_NAMES = {
     "collector": "Garbage-collector thresholds",
     "daemon": "From drop to searchable through the daemon",
     "embed_threads": "Embedding sessions, threads and batch size",
-    "model_graph": "The model's graph against two rewrites",
+    "model_graph": "The model's graph against its rewrites",
     "token_count": "Token counting word by word",
     "shard": "Shard mode at a million documents",
     "suite": "Operations suite",
