@@ -84,7 +84,7 @@ def test_a_profile_switches_to_a_third_party_embedder_and_back(
     hits = parts.index.search("other", "greenhouse", [0.1] * 48, k=3, mode="hybrid", model_id="hashing_v1_48")
     assert hits
 
-    model = parts.embedder.for_profile("other")  # the default embedder, as this process made it
+    model = parts.embedder.for_profile("retrieval")  # the default embedder, as this process made it
     calls = model.usage()["calls"]
     configure(data_dir, TWO_PROFILES)
     back = ingest(parts_for(str(data_dir)))

@@ -14,6 +14,7 @@ from ingest_pipeline.embedding.minilm import MiniLMEmbedder
 from ingest_pipeline.embedding.openai_http import EndpointUnavailable
 from ingest_pipeline.embedding.registry import EmbedderRegistry, Runtime, installed
 from ingest_pipeline.identity import sha256_file
+from ingest_pipeline.settings import DEFAULT_EMBEDDER
 from ingest_pipeline_tests.chunker_doubles import install_distribution
 from ingest_pipeline_tests.embedding_server import EmbeddingServer
 
@@ -221,7 +222,7 @@ def test_the_embedders_command_lists_them_and_each_profile_s_own(data_dir, tmp_p
     listed = json.loads(capsys.readouterr().out)
     assert {"minilm@1", "onnx@1", "openai@1", "hashing@1"} <= {r["ref"] for r in listed["installed"]}
     by_profile = {r["profile"]: r for r in listed["profiles"]}
-    assert by_profile["retrieval"]["model"] == MiniLMEmbedder.model_id
+    assert by_profile["retrieval"]["embedder"] == DEFAULT_EMBEDDER  # a profile that names none
     assert by_profile["hashed"]["model"] == "hashing_v1_64"
     assert "FileNotFoundError" in by_profile["broken"]["error"]
 
