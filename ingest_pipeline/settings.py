@@ -109,6 +109,9 @@ class Settings:
     # shard of document ids or a top-level folder. See ingest_pipeline.storage.shards.
     partition_mode: str = "document"
     shard_count: int = 4096
+    # Document record fields a person sets: ``[documents."<glob>"] organisation = "…"``,
+    # matched against the document's path (records.overrides).
+    document_fields: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @property
     def shard_scheme(self):
@@ -290,7 +293,18 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         run_retries=int(dagster_cfg.get("run_retries", 2)),
         partition_mode=mode,
         shard_count=int(partitioning.get("shards", 4096)),
+        document_fields=_document_fields(config.get("documents") or {}),
     )
+
+
+def _document_fields(tables: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    from ingest_pipeline.records.overrides import checked
+
+    return {
+        str(glob): checked(dict(fields), f'[documents."{glob}"]')
+        for glob, fields in tables.items()
+        if isinstance(fields, Mapping)
+    }
 
 
 def default_read_workers() -> int:

@@ -53,6 +53,13 @@ class Question:
         name = path.rsplit("/", 1)[-1]
         if self.pages:
             return any(name == n and page == p for n, p in self.pages)
+        return self.of_document(path)
+
+    def of_document(self, path: str) -> bool:
+        """Whether ``path`` is one of the documents the answer is in (whatever the page)."""
+        name = path.rsplit("/", 1)[-1]
+        if self.pages:
+            return any(name == n for n, _ in self.pages)
         return any(fnmatch.fnmatch(name, g) or fnmatch.fnmatch(path, g) for g in self.sources)
 
 
@@ -178,6 +185,19 @@ def score(questions: Sequence[Question], ranked: Ranked) -> dict[str, Any]:
     metrics["mrr@10"] = round(sum(1 / (f + 1) for f in firsts if f is not None) / n, 4) if n else 0.0
     metrics["intervals"] = bootstrap_intervals(firsts)
     metrics["first_hits"] = firsts
+    # Document level: the answer's document among the top k, whatever the page (tells a
+    # wrong document from a wrong page when the page-level figures miss).
+    documents = [
+        next((i for i, (p, _) in enumerate(hits[:10]) if question.of_document(p)), None)
+        for question, hits in zip(questions, ranked)
+    ]
+    for k in KS:
+        metrics[f"document_recall@{k}"] = (
+            round(sum(1 for f in documents if f is not None and f < k) / n, 4) if n else 0.0
+        )
+    metrics["document_intervals"] = {
+        key: value for key, value in bootstrap_intervals(documents).items() if key.startswith("recall")
+    }
     groups: dict[str, list[int | None]] = {}
     for question, first in zip(questions, firsts):
         groups.setdefault(f"type:{question.kind}", []).append(first)
@@ -284,15 +304,26 @@ def profile_ranking(
     question_vectors: np.ndarray,
     mode: str = "hybrid",
     index=None,
+    method: str = "served",
 ) -> list[list[tuple[str, int]]]:
-    within = sorted(docs) if docs else None
-    model_id = None if index else parts.embedder.for_profile(profile).model_id
-    index = index or parts.index
+    """Each question's ranked (path, page) through served search: ``served`` as a user gets
+    it (the documents a question names first, one result per page), ``passages`` one result
+    per passage with no document pass (the method before documents had records)."""
+    from ingest_pipeline.retrieval.search import Request, Searcher
+
+    searcher = Searcher(parts, index)
     ranked = []
     for question, vector in zip(qs.questions, question_vectors):
-        hits = index.search(
-            profile, question.text, vector.tolist(), k=10, mode=mode, documents=within, model_id=model_id
+        request = Request(
+            question.text,
+            profile,
+            k=10,
+            mode=mode,
+            group="page" if method == "served" else "none",
+            documents=sorted(docs) if docs else None,
+            named_first=method == "served",
         )
+        hits = searcher.search(request, vector.tolist()).hits
         ranked.append([(h["path"], h["page"]) for h in hits])
     return ranked
 
@@ -347,6 +378,7 @@ def evaluate(
     baselines: bool = True,
     mode: str = "hybrid",
     progress: Callable[[str], None] | None = None,
+    methods: Sequence[str] = ("served",),
 ) -> list[dict[str, Any]]:
     """One row of metrics per profile (served search mode) and per baseline. A profile
     that is not indexed is embedded (through the cache) into a temporary LanceDB table
@@ -371,21 +403,25 @@ def evaluate(
                 )
             embedder = parts.embedder.for_profile(profile)
             index = None if indexed else eval_index(parts, profile, docs, scratch)
-            ranked = profile_ranking(parts, profile, qs, docs, vectors_of(embedder), mode=mode, index=index)
             chunks, tokens = profile_stats(parts, profile, docs)
-            rows.append(
-                {
-                    "name": profile,
-                    "kind": "profile",
-                    "embedder": embedder.ref,
-                    "model": embedder.model_id,
-                    "mode": mode,
-                    "indexed": indexed,
-                    "chunks": chunks,
-                    "mean_tokens": round(tokens, 1),
-                    **score(qs.questions, ranked),
-                }
-            )
+            for method in methods:
+                ranked = profile_ranking(
+                    parts, profile, qs, docs, vectors_of(embedder), mode=mode, index=index, method=method
+                )
+                rows.append(
+                    {
+                        "name": profile if method == "served" else f"{profile} ({method})",
+                        "kind": "profile",
+                        "method": method,
+                        "embedder": embedder.ref,
+                        "model": embedder.model_id,
+                        "mode": mode,
+                        "indexed": indexed,
+                        "chunks": chunks,
+                        "mean_tokens": round(tokens, 1),
+                        **score(qs.questions, ranked),
+                    }
+                )
     if baselines:
         for name, units in baseline_units(parts, docs).items():
             if progress:

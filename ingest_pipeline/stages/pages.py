@@ -21,6 +21,7 @@ from ingest_pipeline.stages.common import (
     direct,
     fingerprint_of,
 )
+from ingest_pipeline.stages.records import describe_document
 from ingest_pipeline.stages.sources import load_source, source_bytes
 from ingest_pipeline.storage.store import Store
 
@@ -59,7 +60,10 @@ def read_document(
         )
 
     if previous and previous.get("fingerprint") == fingerprint_for(_ocr_mattered(previous)) and not force:
-        return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED})
+        record = describe_document(
+            settings, store, document, run_id, source, None, None, parser, previous.get("fingerprint", "")
+        )
+        return Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED, **record})
     content = source_bytes(source)
     options = ReadOptions(
         name=source["path"], password=password, ocr=stated.get("ocr"), ocr_dpi=stated.get("ocr_dpi")
@@ -98,7 +102,10 @@ def read_document(
     }
     store.write_pages(document, outputs, columns, meta)
     crash_point("reading")
-    return Outcome(document, "new", summary)
+    record = describe_document(
+        settings, store, document, run_id, source, content, outputs, parser, fingerprint
+    )
+    return Outcome(document, "new", {**summary, **record})
 
 
 def _ocr_mattered(previous: dict[str, Any]) -> bool:

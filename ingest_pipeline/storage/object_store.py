@@ -118,7 +118,8 @@ def exists(path: str) -> bool:
 
 # Names a file gets while it is hidden, being written or locked by an editor.
 _SKIP_NAMES = (".", "~$")
-_SKIP_SUFFIXES = (".tmp", ".part", ".crdownload", ".swp")
+# ".record.json": a document record sidecar (records.overrides), read with its document
+_SKIP_SUFFIXES = (".tmp", ".part", ".crdownload", ".swp", ".record.json")
 
 
 def is_candidate(name: str) -> bool:

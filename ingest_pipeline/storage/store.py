@@ -142,6 +142,9 @@ def _entry_row(entry: DocumentEntry, at: Any) -> dict[str, Any]:
     }
 
 
+_NONE = pa.table({})
+
+
 def _stage_dir(stage: str) -> str:
     """An errors subfolder for a stage name (``chunks/pdf@1`` -> ``chunks__pdf_v1``)."""
     return stage.replace("/", "__").replace("@", "_v")
@@ -212,6 +215,28 @@ class Store:
 
     def delete_source(self, document: str) -> None:
         self.lake.delete("sources", document)
+
+    # ------------------------------------------------------------ document records
+
+    def record_meta(self, document: str) -> Meta | None:
+        return self.lake.meta("documents", document)
+
+    def write_record(self, document: str, row: Mapping[str, Any], meta: Meta) -> None:
+        self.lake.write(
+            "documents", (document,), pa.Table.from_pylist([dict(row)], schema=tables.DOCUMENTS), meta=meta
+        )
+
+    def record_rows(self, documents: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Document records, of ``documents`` only when given."""
+        if documents is not None:
+            return [row for d in documents for row in (self.lake.read("documents", d) or _NONE).to_pylist()]
+        import pyarrow.dataset as ds
+
+        files = list(self.lake.files("documents"))
+        if not files:
+            return []
+        data = ds.dataset(files, schema=tables.DOCUMENTS, format="parquet", filesystem=self.lake.fs)
+        return data.to_table().to_pylist()
 
     # ------------------------------------------------------------ pages
 

@@ -144,8 +144,30 @@ ERRORS = pa.schema(
     ]
 )
 
+# What a document is (records/): fields read from its own bytes, ``read_from`` saying where
+# each was read (JSON: field -> {"page", "bbox"} or {"metadata": key} or an override).
+DOCUMENTS = pa.schema(
+    [
+        ("document_id", pa.string()),
+        ("path", pa.string()),
+        ("title", pa.string()),
+        ("organisation", pa.string()),
+        ("period", pa.string()),
+        ("year", pa.int32()),
+        ("kind", pa.string()),
+        ("language", pa.string()),
+        ("pages", pa.int32()),
+        ("names", pa.list_(pa.string())),
+        ("read_from", pa.string()),
+        ("note", pa.string()),
+        ("source_sha256", pa.string()),
+        ("run_id", pa.string()),
+    ]
+)
+
 PUBLIC = {
     "sources": SOURCES,
+    "documents": DOCUMENTS,
     "pages": PAGES,
     "page_lines": PAGE_LINES,
     "claims": CLAIMS,

@@ -358,8 +358,10 @@ class VectorIndex:
         mode: str = "hybrid",
         documents: Iterable[str] | None = None,
         model_id: str | None = None,
+        where: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Hits of ``query`` (and ``vector``), only among ``documents`` when given;
+        """Hits of ``query`` (and ``vector``), only among ``documents`` when given and rows
+        satisfying ``where`` (SQL built by ``retrieval.filters``, never by hand);
         ``model_id``: the embedder that made ``vector``, refused unless it built the table."""
         if mode not in SEARCH_MODES:
             raise ValueError(f"mode must be one of {SEARCH_MODES}")
@@ -381,8 +383,10 @@ class VectorIndex:
                 .vector(list(vector))
                 .text(query)
             )
-        if documents is not None:
-            builder = builder.where(where_in("document_id", documents), prefilter=True)
+        conditions = [where_in("document_id", documents)] if documents is not None else []
+        conditions += [where] if where else []
+        if conditions:
+            builder = builder.where(" AND ".join(f"({c})" for c in conditions), prefilter=True)
         hits = builder.limit(k).to_arrow().to_pylist()
         for hit in hits:
             hit.pop("vector", None)
