@@ -65,6 +65,9 @@ def describe(
     record = DocumentRecord(document_id, path, pages=len(pages))
     _from_front_matter(record, facts.get("markdown"))
     _from_properties(record, facts.get("metadata") or facts.get("properties") or {})
+    # A period in the file name is how the people who keep the file name it (a fiscal quarter
+    # where the cover gives the calendar date it ended): it comes before the cover's.
+    record.setdefault("period", cover.period_in_name(stem_of(path)), {"file name": path.rsplit("/", 1)[-1]})
     lines = _located(_cover_lines(pages), facts.get("lines") or ())
     text = "\n".join(line.text for line in lines)
     tabular = media_type in _FORMAT_KINDS and _FORMAT_KINDS[media_type] in ("table", "workbook")
@@ -85,7 +88,6 @@ def describe(
     record.setdefault("kind", _FORMAT_KINDS.get(media_type), {"format": media_type})
     record.setdefault("language", cover.language_of(text), {"pages": sorted({line.page for line in lines})})
     stem = stem_of(path)
-    record.setdefault("period", cover.period_in_name(stem), {"file name": path.rsplit("/", 1)[-1]})
     record.setdefault(
         "title", " ".join(stem.replace("_", " ").split()), {"file name": path.rsplit("/", 1)[-1]}
     )

@@ -29,7 +29,8 @@ def _words(text: str) -> list[str]:
 def name_key(name: str) -> str:
     """A name without its company form, spaces or punctuation: "The Kraft Heinz Company" and
     "KRAFTHEINZ" give the same key."""
-    return "".join(w for w in _words(name) if w not in _FORMS)
+    bare = re.sub(r"\.(com|net|org|io)\b", " ", name, flags=re.I)  # "Amazon.com, Inc." is Amazon
+    return "".join(w for w in _words(bare) if w not in _FORMS)
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,9 @@ class DocumentPrior:
             return 1.0
         if any(k.startswith(c) for k in keys for c in cues.caps if len(c) >= 3):
             return 0.8
-        shared = self._words.get(doc, set()) & cues.keys
-        return max((0.5 / self._spread.get(w, 1) for w in shared), default=0.0)
+        # One word of a longer name ("word" of "Docling word sample") names nothing: it is
+        # as likely a word of the question as a name.
+        return 0.0
 
     def period_score(self, doc: str, cues: QueryCues) -> float:
         record = self.records[doc]

@@ -8,7 +8,7 @@ from typing import Any
 
 # Bumped when what a record holds or how it is read changes: stored records of an older
 # version are read again on the next ingest (from the stored pages: nothing is parsed again).
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 
 FIELDS = ("title", "organisation", "period", "kind", "language")
 

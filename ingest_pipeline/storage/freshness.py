@@ -41,6 +41,7 @@ def run_identity(parts) -> str:
     """One hash of everything besides a document's bytes that can change its outputs."""
     from ingest_pipeline import media_types
     from ingest_pipeline.readers import reader_ids, reader_settings
+    from ingest_pipeline.records.record import RECORD_VERSION
     from ingest_pipeline.stages import STAGE_VERSIONS
 
     settings, registry, embedder = parts.settings, parts.registry, parts.embedder
@@ -64,6 +65,8 @@ def run_identity(parts) -> str:
                     settings.parse_timeout,
                     settings.parse_memory_bytes,
                 ],
+                # How document records are read, and the fields a person set for them.
+                "records": [RECORD_VERSION, {g: dict(f) for g, f in settings.document_fields.items()}],
                 "models": [  # each profile's embedder: its settings, identity key and token limit
                     (p.name, settings.embedder_of(p), *_model_of(embedder.for_profile(p.name)))
                     for p in settings.profiles
@@ -80,6 +83,14 @@ def run_identity(parts) -> str:
 
 def _model_of(model) -> tuple[str, int]:
     return model.model_id, model.max_tokens
+
+
+def _sidecar_version(real: str) -> list[int] | None:
+    """The version of a document's record sidecar (records.overrides): editing it reads the
+    document's record again."""
+    from ingest_pipeline.records.overrides import SIDECAR_SUFFIX
+
+    return None if object_store.is_uri(real) else _file_version(real + SIDECAR_SUFFIX)
 
 
 def _file_version(path: str) -> list[int] | None:
@@ -173,6 +184,7 @@ class Freshness:
             "resolved": real,
             "identity": self.identity,
             "password": password_for(entry.path, self.settings.passwords) is not None,
+            "record_sidecar": _sidecar_version(entry.uri),
             "fingerprints": sha256_text(canonical_json(fingerprints)),
             "rows": rows,
             "errors": self.errors.get(entry.document_id, []),
