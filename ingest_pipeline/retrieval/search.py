@@ -17,9 +17,7 @@ from ingest_pipeline.records.matching import DocumentPrior
 from ingest_pipeline.retrieval.filters import DOCUMENT_FIELDS, parse, to_lance
 
 GROUPS = ("page", "document", "none")
-import os as _o
-
-MAX_PASSAGES = int(_o.environ.get("MAXP", 5))  # passages shown under one page or document
+MAX_PASSAGES = 5  # passages shown under one page or document
 CONTEXTS = ("page", "section", "neighbours")
 HIT_KEYS = (
     "chunk_id",
