@@ -276,3 +276,25 @@ def gray_image(width: int, height: int, draw=None) -> bytes:
     for y in range(height):
         rows.append(bytes(0 if draw and draw(x, y) else 255 for x in range(width)))
     return b"".join(rows)
+
+
+REPORT_BODY = (
+    "Capital expenditure on greenhouses and irrigation rose during the fiscal year.",
+    "Revenue from tomato sales grew because the new rows of plants came into harvest.",
+    "The board approved a dividend and the purchase of two new harvest machines.",
+)
+
+
+def annual_report_pdf(organisation: str, year: int, body=REPORT_BODY) -> bytes:
+    """A small annual report: a cover naming its organisation and fiscal year, then one page
+    per line of ``body``."""
+    w = PdfWriter()
+    cover = w.page()
+    cover.text(72, 740, f"Annual Report {year}", size=20)
+    cover.text(72, 700, organisation, size=16)
+    cover.text(72, 660, f"For the fiscal year ended December 31, {year}")
+    for number, line in enumerate(body, start=2):
+        page = w.page()
+        page.text(72, 740, f"Page {number} of the {year} report")
+        page.text(72, 700, line)
+    return w.to_bytes()

@@ -163,6 +163,18 @@ def _print_results(args, hits: list[dict[str, Any]]) -> None:
             print("   " + format_chain(hit["lineage"]).replace("\n", "\n   "))
 
 
+def _serve(args) -> int:
+    from ingest_pipeline.commands.serve import cmd_serve
+
+    return cmd_serve(args)
+
+
+def _serve_arguments(cmd: argparse.ArgumentParser) -> None:
+    from ingest_pipeline.commands.serve import serve_arguments
+
+    serve_arguments(cmd)
+
+
 def cmd_query(args) -> int:
     from ingest_pipeline.storage.catalog import analyst_query
 
@@ -453,6 +465,12 @@ def _show_arguments(cmd: argparse.ArgumentParser) -> None:
 _COMMANDS = (
     ("ingest", cmd_ingest, "ingest files or folders (default: the source root)", _ingest_arguments),
     ("search", cmd_search, "search a profile's LanceDB table", _search_arguments),
+    (
+        "serve",
+        _serve,
+        "search, records, lineage and page pictures over HTTP, with a web page",
+        _serve_arguments,
+    ),
     ("query", cmd_query, "run DuckDB SQL over the catalog's views", lambda cmd: cmd.add_argument("sql")),
     ("chunkers", cmd_chunkers, "list installed chunker versions", lambda cmd: None),
     ("embedders", cmd_embedders, "list installed embedders and each profile's", lambda cmd: None),

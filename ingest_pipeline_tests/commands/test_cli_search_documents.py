@@ -9,33 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from ingest_pipeline_tests.pdf_writer import PdfWriter
+from ingest_pipeline_tests.pdf_writer import annual_report_pdf as report
 
 CLI = str(Path(sys.executable).parent / "ingest-pipeline")
-BODY = [
-    "Capital expenditure on greenhouses and irrigation rose during the fiscal year.",
-    "Revenue from tomato sales grew because the new rows of plants came into harvest.",
-    "The board approved a dividend and the purchase of two new harvest machines.",
-]
 
 
 def run(data: Path, *args: str) -> subprocess.CompletedProcess:
     out = subprocess.run([CLI, "--data", str(data), *args], capture_output=True, text=True, timeout=600)
     assert "Traceback" not in out.stderr, out.stderr[-3000:]
     return out
-
-
-def report(organisation: str, year: int) -> bytes:
-    w = PdfWriter()
-    cover = w.page()
-    cover.text(72, 740, f"Annual Report {year}", size=20)
-    cover.text(72, 700, organisation, size=16)
-    cover.text(72, 660, f"For the fiscal year ended December 31, {year}")
-    for number, line in enumerate(BODY, start=2):
-        page = w.page()
-        page.text(72, 740, f"Page {number} of the {year} report")
-        page.text(72, 700, line)
-    return w.to_bytes()
 
 
 @pytest.fixture(scope="module")
