@@ -222,12 +222,12 @@ def cmd_show(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from ingest_pipeline.retrieval.evaluation import evaluate, format_table, question_set
+    from ingest_pipeline.retrieval.evaluation import evaluate, format_table, question_set, together
 
     p = _parts(args)
-    qs = question_set(args.questions, p.settings.data)
+    qs = together([question_set(name, p.settings.data) for name in args.questions or ["docugami"]])
     if not args.skip_ingest:
-        report = _run_ingest(args, p, [qs.documents])
+        report = _run_ingest(args, p, qs.folders)
         if not args.json:
             print(
                 f"{qs.name}: {report.documents} documents ({len(report.unchanged)} unchanged, "
@@ -242,6 +242,7 @@ def cmd_eval(args) -> int:
         baselines=not args.no_baselines,
         mode=args.mode,
         progress=None if args.json else lambda m: print(f"evaluating {m}…", file=sys.stderr),
+        crowd=args.crowd,
     )
     print(_json(rows) if args.json else format_table(rows))
     return 0
@@ -317,8 +318,14 @@ def _eval_arguments(cmd: argparse.ArgumentParser) -> None:
     )
     cmd.add_argument(
         "--questions",
-        default="docugami",
-        help="docugami, financebench, samples, a folder with questions.jsonl, or a CSV path",
+        action="append",
+        help="docugami (default), financebench, samples, a folder with questions.jsonl, or a CSV "
+        "path; repeat it to ask several sets as one",
+    )
+    cmd.add_argument(
+        "--crowd",
+        action="store_true",
+        help="search every document in the storage root, not only the sets' own (the crowd setting)",
     )
     cmd.add_argument("--mode", choices=("vector", "text", "hybrid"), default="hybrid")
     cmd.add_argument("--no-baselines", action="store_true")

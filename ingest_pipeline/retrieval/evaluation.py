@@ -68,6 +68,23 @@ class QuestionSet:
     name: str
     questions: tuple[Question, ...]
     documents: str  # the folder holding the set's documents
+    more_documents: tuple[str, ...] = ()  # further folders, when sets are asked together
+
+    @property
+    def folders(self) -> list[str]:
+        return [self.documents, *self.more_documents]
+
+
+def together(sets: Sequence[QuestionSet]) -> QuestionSet:
+    """Several question sets asked as one: their questions in order, their documents' folders."""
+    if len(sets) == 1:
+        return sets[0]
+    return QuestionSet(
+        "+".join(s.name for s in sets),
+        tuple(q for s in sets for q in s.questions),
+        sets[0].documents,
+        tuple(f for s in sets[1:] for f in s.folders),
+    )
 
 
 def load_questions(path: str, subset: str | None = None) -> tuple[Question, ...]:
@@ -258,12 +275,15 @@ def paired_difference(a: Sequence[int | None], b: Sequence[int | None], measure:
     }
 
 
-def set_documents(parts: Parts, qs: QuestionSet) -> dict[str, str]:
-    """document_id -> path of the ingested documents that belong to the question set."""
+def set_documents(parts: Parts, qs: QuestionSet, crowd: bool = False) -> dict[str, str]:
+    """document_id -> path of the ingested documents that belong to the question set (with
+    ``crowd``, of every document in the storage root: the set's answers among all the rest)."""
     from ingest_pipeline.documents import collect
 
-    ids = {e.document_id for e in collect(parts.settings, [qs.documents])}
     rows = query(parts.lake, queries.SOURCE_PATHS).to_pylist()
+    if crowd:
+        return {r["document_id"]: r["path"] for r in rows}
+    ids = {e.document_id for e in collect(parts.settings, qs.folders)}
     return {r["document_id"]: r["path"] for r in rows if r["document_id"] in ids}
 
 
@@ -379,11 +399,12 @@ def evaluate(
     mode: str = "hybrid",
     progress: Callable[[str], None] | None = None,
     methods: Sequence[str] = ("served",),
+    crowd: bool = False,
 ) -> list[dict[str, Any]]:
     """One row of metrics per profile (served search mode) and per baseline. A profile
     that is not indexed is embedded (through the cache) into a temporary LanceDB table
     and searched the same way; its row says ``indexed: false``."""
-    docs = set_documents(parts, qs)
+    docs = set_documents(parts, qs, crowd)
     questions = [q.text for q in qs.questions]
     by_model: dict[str, np.ndarray] = {}  # the questions' vectors, once per embedder
 
@@ -450,7 +471,8 @@ def evaluate(
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     head = (
         f"{'':28} {'embedder':10} {'mode':7} {'chunks':>7} {'tokens':>7} {'R@1':>6} "
-        f"{'R@5 [95% interval]':>21} {'R@10':>6} {'MRR@10 [95% interval]':>22} {'table':>6} {'text':>6}"
+        f"{'R@5 [95% interval]':>21} {'R@10':>6} {'MRR@10 [95% interval]':>22} {'docR@5':>6} "
+        f"{'table':>6} {'text':>6}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -464,8 +486,10 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         lines.append(
             f"{name:28} {r.get('embedder', ''):10} {r['mode']:7} {r['chunks']:>7} {r['mean_tokens']:>7} "
             f"{r['recall@1']:>6.3f} {_with_interval(r, 'recall@5'):>21} {r['recall@10']:>6.3f} "
-            f"{_with_interval(r, 'mrr@10'):>22} {table:>6.3f} {text:>6.3f}"
+            f"{_with_interval(r, 'mrr@10'):>22} {r.get('document_recall@5', float('nan')):>6.3f} "
+            f"{table:>6.3f} {text:>6.3f}"
         )
+    lines.append("docR@5: the answer's document among the top 5, whatever the page")
     lines.append("table/text: MRR@10 of questions whose answer sits in a table / in text")
     lines.append("[95% interval]: bootstrap over the questions; rows whose intervals overlap may not differ")
     if any(r["kind"] == "profile" and not r.get("indexed", True) for r in rows):
