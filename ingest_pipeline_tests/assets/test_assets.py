@@ -90,6 +90,11 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
     assert sorted(k.split("-")[0] for k, v in page_status.items() if v == "FAILED") == ["broken", "empty"]
     broken = next(m for k, m in meta["pages"].items() if k.startswith("broken"))
     assert broken["status"].startswith("FAILED in pages: ")
+    # Each document's record, on its own partition of pages: what it is, as read from it.
+    handbook_pages = next(m for k, m in meta["pages"].items() if k.startswith("greenhouse-handbook"))
+    report_pages = next(m for k, m in meta["pages"].items() if k.startswith("greenhouse-report"))
+    assert handbook_pages["document_title"] == "Greenhouse handbook"
+    assert report_pages["document_period"] == "2026" and report_pages["document_language"] == "en"
     # the partition names the document; the run's figures are not repeated on every partition
     assert not {"document", "run_documents", "run_seconds"} & {
         label for m in meta.values() for p in m.values() for label in p
