@@ -44,6 +44,8 @@ EXACT = {
     "daemon.json": "daemon",
     "embed_threads.json": "embed_threads",
     "model_graph.json": "model_graph",
+    "search.json": "search",
+    "serve.json": "serve",
     "shard.json": "shard",
     "suite.json": "suite",
     "token_count.json": "token_count",
@@ -73,6 +75,8 @@ MEASURE_NAMES = {
     "financebench": "Retrieval quality, FinanceBench dev",
     "not_kept": "Retrieval variant, not kept",
     "embedders": "Retrieval by embedder, side by side",
+    "search": "Served search: documents first, one result per page",
+    "serve": "Search latency, served beside the command line",
 }
 RETRIEVAL_SETS = {
     "docugami": ("Docugami SEC 10-Q", "a hit is a chunk of a document the question names"),
@@ -258,7 +262,18 @@ def shard_text(d: dict[str, Any]) -> str:
     )
 
 
+def serve_text(d: dict[str, Any]) -> str:
+    s, c = d["serve"], d["cli"]
+    return (
+        f"{d['root']['pages']:,} pages, {d['root']['served_chunks']:,} served chunks: serve median "
+        f"{s['median_s']} s, p95 {s['p95_s']} s over {s['calls']} questions; the command line median "
+        f"{c['median_s']} s over {c['calls']} "
+        f"({d['ratios']['cli_median_over_serve_median']}× the served median)"
+    )
+
+
 SPEED: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
+    "serve": ("bench/serve_bench.py", serve_text),
     "passages": ("bench/passages_bench.py", passages_text),
     "collector": ("bench/collector_bench.py", collector_text),
     "daemon": ("bench/daemon_bench.py", daemon_text),
@@ -480,6 +495,22 @@ EMBEDDER_SETS = {
     "docugami": "Docugami SEC 10-Q (document-level)",
     "more": "FinanceBench more (page-level, held out from tuning)",
 }
+SEARCH_INTRO = """\
+`bench/search_bench.py` scores served search two ways over the same index: `served`, as `search`
+returns it (the documents a question names first, one result per page), and `passages`, one
+result per passage with no document pass (the search before documents had records); then the two
+baselines. `financebench+more` asks both FinanceBench sets' questions, each over its own filings;
+`crowd` asks them of one root holding every filing of both and the distractors. docR@5: the
+answer's document among the first five results, whatever the page. The last columns are the
+paired difference served minus passages, with its 95% interval.
+"""
+SEARCH_SETS = {
+    "financebench": "FinanceBench dev",
+    "more": "FinanceBench more",
+    "financebench+more": "FinanceBench dev + more, each over its own filings",
+    "crowd": "FinanceBench dev + more in the crowd",
+    "docugami": "Docugami SEC 10-Q (document-level)",
+}
 UNRECORDED_INTRO = """\
 These scripts print their figures and commit no result file, so no figure of theirs is on this
 page. Each one's docstring says how to run it.
@@ -517,6 +548,37 @@ def embedder_rows(data: dict[str, Any], source: str) -> list[list[str]]:
                     _difference(result["paired"]["mrr@10"]) if int8 else "",
                     _date(found),
                     _code(found.command),
+                ]
+            )
+    return rows
+
+
+def search_rows(data: dict[str, Any], source: str) -> list[list[str]]:
+    """One row per set and method (and baseline) of a search run."""
+    found = figure("search", "", data, source)
+    rows = []
+    for key in SEARCH_SETS:
+        result = data["sets"].get(key)
+        if result is None:
+            continue
+        paired = result["served_minus_passages"]
+        if "rows" in result:
+            entries = [(r.get("method") or r["name"], r) for r in result["rows"]]
+        else:
+            entries = [(m, result[m]) for m in ("served", "passages")]
+        for name, row in entries:
+            rows.append(
+                [
+                    SEARCH_SETS[key],
+                    f"`{name}`",
+                    str(row["questions"]),
+                    f"{row['recall@1']:.3f}",
+                    _interval(row, "recall@5"),
+                    _interval(row, "mrr@10"),
+                    f"{row['document_recall@5']:.3f}" if "document_recall@5" in row else "",
+                    _difference(paired["recall@5"]) if name == "served" else "",
+                    _difference(paired["mrr@10"]) if name == "served" else "",
+                    _date(found),
                 ]
             )
     return rows
@@ -644,6 +706,24 @@ def render(results_dir: Path = RESULTS) -> str:
                 "command",
             ],  # fmt: skip
             embedder_rows(results[name], name),
+        )
+    for name in (n for n, m in measures.items() if m == "search"):
+        shown.add(name)
+        lines += ["### Served search", "", SEARCH_INTRO, f"Command: {_code(results[name]['command'])}", ""]
+        lines += _table(
+            [
+                "set",
+                "method or baseline",
+                "questions",
+                "R@1",
+                "R@5 [95%]",
+                "MRR@10 [95%]",
+                "docR@5",
+                "served − passages R@5",
+                "served − passages MRR@10",
+                "date",
+            ],
+            search_rows(results[name], name),
         )
     variants = []
     for name in (n for n, m in measures.items() if m == "not_kept"):
