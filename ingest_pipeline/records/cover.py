@@ -85,6 +85,7 @@ _STOPWORDS = {
     "it": "il di che la per non una sono del della con gli le".split(),
     "nl": "de het een en van is dat op te voor niet met zijn".split(),
     "pt": "os as de que do da em para com não uma por".split(),
+    "la": "et est sed ut ad cum non sit quod quae enim atque eius esse".split(),
 }
 
 
@@ -155,11 +156,35 @@ def _clean_name(text: str) -> str:
     return " ".join(text.replace("_", " ").split()).strip(" ,.;:")
 
 
+# Scripts that name their language by themselves (the share of letters written in them).
+_SCRIPTS = (
+    ("ko", re.compile(r"[\uac00-\ud7af]")),
+    ("ja", re.compile(r"[\u3040-\u30ff]")),
+    ("zh", re.compile(r"[\u4e00-\u9fff]")),
+    ("ar", re.compile(r"[\u0600-\u06ff]")),
+    ("he", re.compile(r"[\u0590-\u05ff]")),
+    ("ru", re.compile(r"[\u0400-\u04ff]")),
+    ("el", re.compile(r"[\u0370-\u03ff]")),
+)
+
+
 def language_of(text: str) -> str | None:
-    words = Counter(w.lower() for w in re.findall(r"[^\W\d_]+", text[:20000]))
-    scores = {lang: sum(words[w] for w in stop) for lang, stop in _STOPWORDS.items()}
-    best = max(scores, key=scores.get)
-    return best if scores[best] >= 5 else None
+    """The language of a document's first pages: by its script where the script says it, else
+    by the common words of the languages written in Latin letters, when one clearly leads."""
+    head = text[:20000]
+    letters = sum(c.isalpha() for c in head)
+    if not letters:
+        return None
+    for language, script in _SCRIPTS:
+        if len(script.findall(head)) > 0.3 * letters:
+            return language
+    words = [w.lower() for w in re.findall(r"[^\W\d_]+", head)]
+    counts = Counter(words)
+    scores = sorted(((sum(counts[w] for w in stop), lang) for lang, stop in _STOPWORDS.items()), reverse=True)
+    (best, language), (second, _) = scores[0], scores[1]
+    if best >= max(5, 0.05 * len(words)) and best >= 1.5 * second:
+        return language
+    return None
 
 
 def title_of(lines: Sequence[Line]) -> tuple[str, Line] | None:

@@ -15,6 +15,7 @@ from ingest_pipeline.records.record import DocumentRecord
 _FORMAT_KINDS = {
     "application/vnd.openxmlformats-officedocument.presentationml.presentation": "slide deck",
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "workbook",
+    "application/vnd.ms-excel.sheet.macroEnabled.12": "workbook",
     "text/csv": "table",
     "text/tab-separated-values": "table",
 }
@@ -86,7 +87,10 @@ def describe(
     kind = cover.kind_of(text)
     record.setdefault("kind", kind, _spot_of(lines, kind) if kind else {})
     record.setdefault("kind", _FORMAT_KINDS.get(media_type), {"format": media_type})
-    record.setdefault("language", cover.language_of(text), {"pages": sorted({line.page for line in lines})})
+    if not tabular:  # a table's cells are data, not prose in a language
+        record.setdefault(
+            "language", cover.language_of(text), {"pages": sorted({line.page for line in lines})}
+        )
     stem = stem_of(path)
     record.setdefault(
         "title", " ".join(stem.replace("_", " ").split()), {"file name": path.rsplit("/", 1)[-1]}

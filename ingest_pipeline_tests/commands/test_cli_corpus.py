@@ -119,3 +119,31 @@ def test_passwords_open_encrypted_pdfs_and_stay_out_of_the_data(tmp_path):
     for path in (data / "dagster_home").rglob("*"):
         if path.is_file() and path.stat().st_size < 50_000_000:
             assert secret.encode() not in path.read_bytes(), path
+
+
+@requires_corpus
+def test_every_corpus_document_has_a_record_read_from_itself(corpus_run):
+    data, *_ = corpus_run
+    rows = as_json(
+        cli(data, "query", "select path, title, kind, language, pages, read_from from documents", "--json")
+    )
+    records = {r["path"].split("/", 1)[1]: r for r in rows}
+    read = as_json(
+        cli(data, "query", "select distinct s.path from pages p join sources s using (document_id)", "--json")
+    )
+    assert len(read) > 40 and {r["path"].split("/", 1)[1] for r in read} <= set(records)  # each one read
+    assert all(r["title"] for r in records.values())  # at worst the file name's words
+    expected = {
+        "pdf/docling__normal_4pages.pdf": "ko",
+        "pdf/docling__right_to_left_01.pdf": "ar",
+        "pdf/pypdf-samples__GeoTopo-komprimiert.pdf": "de",
+        "pdf/docling__multi_page.pdf": "en",
+        "docx/docling__word_sample.docx": "en",
+    }
+    assert {p: records[p]["language"] for p in expected} == expected
+    assert {r["kind"] for p, r in records.items() if p.startswith("pptx/")} == {"slide deck"}
+    assert records["xlsx/docling__xlsx_01.xlsx"]["kind"] == "workbook"
+    assert records["csv/docling__csv-comma.csv"]["language"] is None  # cells are not prose
+    title = json.loads(records["pdf/docling__multi_page.pdf"]["read_from"])["title"]
+    assert records["pdf/docling__multi_page.pdf"]["title"] == "The Evolution of the Word Processor"
+    assert title.get("page") == 1 or "metadata" in title
