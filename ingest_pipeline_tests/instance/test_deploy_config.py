@@ -226,7 +226,12 @@ def test_the_instance_config_the_chart_builds_is_valid_for_dagster():
     assert not process_config(dagster_instance_config_schema(), bad).success
 
 
-def test_runs_ask_kubernetes_for_resources_by_kind_of_work(tmp_path):
+def test_runs_ask_kubernetes_for_resources_by_kind_of_work_only_on_kubernetes(tmp_path, monkeypatch):
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("INGEST_K8S_TAGS", raising=False)
+    local = build_definitions(load_settings(str(tmp_path))).resolve_job_def(INGEST_JOB)
+    assert K8S_CONFIG_TAG not in local.tags and local.tags[WORK_TAG] == "ingest"  # dagster dev: no pod
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")  # what Kubernetes sets in every pod
     defs = build_definitions(load_settings(str(tmp_path)))
     ingest, catalog = defs.resolve_job_def(INGEST_JOB), defs.resolve_job_def(CATALOG_JOB)
     assert ingest.tags[WORK_TAG] == "ingest" and catalog.tags[WORK_TAG] == "catalog"
