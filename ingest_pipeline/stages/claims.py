@@ -70,7 +70,6 @@ def run_chunker(
         settings, store, chunker, info, document, source, pages, cfg_hash, run_id, parser, keep_pieces
     )
     summary = {
-        "pages_claimed": len(worked.pages),
         "pieces": worked.table.num_rows,
         "config_hash": cfg_hash,
         "seconds": round(time.perf_counter() - started, 4),

@@ -153,6 +153,7 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
     assert "source_lines_covered" in markdown_checks
     handbook = next(m for k, m in meta["chunks/markdown_v1"].items() if k.startswith("greenhouse-handbook"))
     assert "chunker_metrics" in handbook and handbook["claimed_pages"] == 1
+    assert "pages_claimed" not in handbook  # one name per field
     csv_md = next(m for k, m in meta["chunks/markdown_v1"].items() if k.startswith("supplier-prices"))
     assert csv_md["claimed_pages"] == 0 and csv_md["applies"].startswith("not applicable")
     assert "chunker_metrics" not in csv_md  # each partition shows its own document, not the batch's
