@@ -270,15 +270,32 @@ def findings_table(rows: Sequence[Mapping[str, Any]], limit: int = 50) -> Metada
     return MetadataValue.md("\n".join(lines))
 
 
-def preview_markdown(rows: Sequence[dict], limit: int = 5) -> MetadataValue:
-    lines = ["| label | chunker | bbox | text |", "|---|---|---|---|"]
-    for row in rows[:limit]:
-        text = (row.get("text") or "[image]").replace("\n", " ").replace("|", "/")[:120]
+LISTING_BYTES = 64 * 1024  # text one partition's chunk listing shows before it points to inspect
+
+
+def chunk_listing(
+    rows: Sequence[dict], path: str, profile: str, budget: int = LISTING_BYTES
+) -> MetadataValue:
+    """Every chunk of a document, readable: its number, page, role, box, heading path and
+    chunk id over its full text; past ``budget`` bytes of text, the command that lists the
+    rest."""
+    lines, used = [], 0
+    for number, row in enumerate(rows, start=1):
+        text = row.get("text") or "[image]"
+        if used and used + len(text) > budget:
+            rest = len(rows) - number + 1
+            lines.append(f"*{rest} more chunks:* `ingest-pipeline inspect '{path}' --profile {profile}`")
+            break
+        used += len(text)
         bbox = row.get("bbox")
         box = (
-            f"{bbox['x0']:.3f},{bbox['y0']:.3f},{bbox['x1']:.3f},{bbox['y1']:.3f}"
+            f"[{bbox['x0']:.3f}, {bbox['y0']:.3f}, {bbox['x1']:.3f}, {bbox['y1']:.3f}]"
             if bbox
-            else row.get("bbox_reason")
+            else row.get("bbox_reason") or "no box"
         )
-        lines.append(f"| {row.get('label')} | {row.get('chunker')} | {box} | {text} |")
+        heading = " › ".join(row.get("header_path") or [])
+        head = f"**{number}** · page {row.get('page')} · {row.get('role')} · {box}"
+        lines.append(head + (f" · {heading}" if heading else "") + f" · `{row.get('chunk_id')}`")
+        lines.extend("> " + (line.replace("|", "/") or " ") for line in text.split("\n"))
+        lines.append("")
     return MetadataValue.md("\n".join(lines))

@@ -18,6 +18,7 @@ from ingest_pipeline.assets.common import (
     BATCH_POLICY,
     SERVED,
     check_result,
+    chunk_listing,
     chunk_map_key,
     document_keys,
     embed_last,
@@ -25,7 +26,6 @@ from ingest_pipeline.assets.common import (
     for_each_document,
     forced,
     lancedb_key,
-    preview_markdown,
     report_partitions,
     runs_step_here,
     served_first,
@@ -138,7 +138,7 @@ def _embed_ahead(context, st, embedder, profile: Profile, keys: list[str], force
 
 
 def _chunk_map_metadata(st, settings, profile: Profile, rows_by_doc: dict, outcome) -> dict:
-    """A chunk map partition's own metadata: its counts, a preview and the page picture."""
+    """A chunk map partition's own metadata: its counts, every chunk's text and the page picture."""
     rows = rows_by_doc.get(outcome.document, [])
     extra = {
         "profile": profile.name,
@@ -146,7 +146,7 @@ def _chunk_map_metadata(st, settings, profile: Profile, rows_by_doc: dict, outco
         "chunkers_used": sorted({r["chunker"] for r in rows}),
     }
     if rows:
-        extra["preview"] = preview_markdown(rows)
+        extra["all_chunks"] = chunk_listing(rows, rows[0].get("path") or outcome.document, profile.name)
         picture = page_picture(st, settings.passwords, rows)
         if picture:
             extra[PAGE_PICTURE] = MetadataValue.md(picture)

@@ -168,6 +168,16 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
     assert served[report].startswith(
         "greenhouse_report.pdf, page 1"
     )  # pdf@4 passage boxes on the served page
+    # Every chunk of a partition is readable in full on it: number, page, box, heading, id, text.
+    listing = next(m for k, m in meta["chunk_map_default"].items() if k.startswith("greenhouse-handbook"))
+    handbook_rows = query(
+        lake,
+        "select chunk_id, text from chunks where profile = 'default' and path = 'greenhouse_handbook.md' "
+        'order by "index"',
+    ).to_pylist()
+    assert len(handbook_rows) > 3 and all(r["chunk_id"] in listing["all_chunks"] for r in handbook_rows)
+    shown = listing["all_chunks"]
+    assert all(line.replace("|", "/") in shown for r in handbook_rows for line in r["text"].splitlines())
     chunk_counts = {k: m["chunks"] for k, m in meta["chunk_map_default"].items()}
     assert chunk_counts[report] == per_doc["greenhouse_report.pdf"]
 
