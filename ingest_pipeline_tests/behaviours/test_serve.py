@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -128,6 +129,28 @@ def test_records_lineage_and_pictures_are_reachable_and_nothing_else(server):
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=30)
     assert refused.value.code == 405
+
+
+def _outward_address() -> str | None:
+    """This machine's address on its default route (a UDP connect sends nothing)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("10.255.255.255", 1))
+            address = probe.getsockname()[0]
+        except OSError:
+            return None
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+def test_the_service_answers_on_loopback_only(server):
+    url, _ = server
+    address = _outward_address()
+    if address is None:
+        pytest.skip("this machine has no address besides loopback to try")
+    port = int(url.rsplit(":", 1)[1])
+    assert get(f"{url}/api/documents")[0] == 200
+    with pytest.raises(OSError):
+        socket.create_connection((address, port), timeout=5).close()
 
 
 def test_a_person_searches_sees_the_page_and_opens_the_lineage(server):
