@@ -43,7 +43,10 @@ def _run_ingest(args, p, paths, force: bool = False):
     from ingest_pipeline.commands.progress_display import watcher_for
 
     watcher = watcher_for(sys.stderr, color=args.color, quiet=args.json)
-    return ingest(p, paths, watcher=watcher, force=force)
+    sources = p.settings.sources.overridden(
+        getattr(args, "include", None), getattr(args, "exclude", None), getattr(args, "max_documents", None)
+    )
+    return ingest(p, paths, watcher=watcher, force=force, sources=sources)
 
 
 def cmd_ingest(args) -> int:
@@ -302,6 +305,32 @@ def _ingest_arguments(cmd: argparse.ArgumentParser) -> None:
         action="store_true",
         help="recompute the named documents (default: every one) whatever their fingerprints",
     )
+    cmd.add_argument(
+        "--include",
+        action="append",
+        metavar="GLOB",
+        help="take only files of the folders whose path matches a glob (repeatable; "
+        "replaces [sources] include)",
+    )
+    cmd.add_argument(
+        "--exclude",
+        action="append",
+        metavar="GLOB",
+        help="leave out files whose path matches a glob (repeatable; replaces [sources] exclude)",
+    )
+    cmd.add_argument(
+        "--max-documents",
+        type=_count,
+        metavar="N",
+        help="ingest at most N documents, the first ones after the filters (0: none)",
+    )
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
 
 
 def _search_arguments(cmd: argparse.ArgumentParser) -> None:

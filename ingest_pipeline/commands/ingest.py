@@ -16,6 +16,7 @@ from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import Parts
 from ingest_pipeline.runtime.isolation import kept_worker
 from ingest_pipeline.runtime.progress import Column, DocumentEvent, StageBoard, listening
+from ingest_pipeline.settings import SourceFilter
 from ingest_pipeline.stages import (
     FORCE_TAG,
     IN_PROCESS_TAG,
@@ -122,6 +123,7 @@ def ingest(
     watcher: Watcher | None = None,
     batch_size: int | None = None,
     force: bool = False,
+    sources: SourceFilter | None = None,
 ) -> IngestReport:
     """Materialize every per-document asset for the documents under ``paths`` (default:
     the source root) in process, then refresh the catalog: plan, run, report. Every count
@@ -130,14 +132,16 @@ def ingest(
     assets' stored outcomes are heard as unchanged. ``force`` ignores the markers and
     recomputes every stage of these documents whatever their fingerprints (each run is
     tagged ``ingest/force=true``, so the UI shows why). ``batch_size``: documents per run
-    (default: ``[dagster] run_batch``, the size the sensor's runs have too)."""
+    (default: ``[dagster] run_batch``, the size the sensor's runs have too). ``sources``:
+    which files of the folders are documents (default: the settings' ``[sources]``)."""
     from ingest_pipeline.definitions import build_definitions
     from ingest_pipeline.instance.home import instance_for
 
     started = time.perf_counter()
     instance = instance or instance_for(parts.settings.dagster_home)
     defs = build_definitions(parts.settings, parts.resources)  # the runs use these very resources
-    plan = plan_ingest(parts, defs, paths, instance, batch_size or parts.settings.run_batch, force)
+    batch_size = batch_size or parts.settings.run_batch
+    plan = plan_ingest(parts, defs, paths, instance, batch_size, force, sources)
     heard = run_plan(parts, defs, plan, instance, watcher, force)
     report_plan(parts, plan, heard)
     plan.report.seconds = time.perf_counter() - started
@@ -145,7 +149,13 @@ def ingest(
 
 
 def plan_ingest(
-    parts: Parts, defs, paths: Sequence[str], instance: Any, batch_size: int, force: bool
+    parts: Parts,
+    defs,
+    paths: Sequence[str],
+    instance: Any,
+    batch_size: int,
+    force: bool,
+    sources: SourceFilter | None = None,
 ) -> IngestPlan:
     """Collect the documents, forget the vanished ones, sync the partitions and cut the
     batches; the documents whose markers hold are left out of every batch."""
@@ -161,7 +171,7 @@ def plan_ingest(
     if "://" not in settings.source_root:
         os.makedirs(settings.source_root, exist_ok=True)
     inventory = store.inventory()
-    entries = collect(settings, roots, known=inventory)
+    entries = collect(settings, roots, known=inventory, sources=sources)
     report = IngestReport(documents=len(entries), paths={e.document_id: e.path for e in entries})
     gone = vanished(inventory, roots) + superseded(inventory, entries)
     report.removed = [entry.path for entry in gone]
