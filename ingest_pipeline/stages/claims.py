@@ -14,7 +14,7 @@ import pyarrow as pa
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 from ingest_pipeline.identity import with_reader_settings
 from ingest_pipeline.readers.base import password_for
-from ingest_pipeline.registry import ChunkerInfo
+from ingest_pipeline.registry import ChunkerInfo, stated_config
 from ingest_pipeline.runtime.isolation import ParseWorker
 from ingest_pipeline.settings import Settings
 from ingest_pipeline.stages.common import (
@@ -32,6 +32,7 @@ from ingest_pipeline.stages.merge import Claim
 from ingest_pipeline.stages.pages import load_pages
 from ingest_pipeline.stages.sources import load_source, source_bytes
 from ingest_pipeline.storage import tables
+from ingest_pipeline.storage.configs import code_version, remember
 from ingest_pipeline.storage.lake import as_stored
 from ingest_pipeline.storage.stage_names import StageName
 from ingest_pipeline.storage.store import Store, piece_row
@@ -61,6 +62,7 @@ def run_chunker(
     cfg_hash = with_reader_settings(info.config_hash, reader_identity)
     fingerprint = fingerprint_of(STAGE_VERSIONS["chunks"], pages_fp, info.ref, cfg_hash)
     previous = store.claim_meta(info.asset_name, document)
+    _remember_configs(store, chunker, info, cfg_hash, reader_identity)
     if previous and previous.get("fingerprint") == fingerprint and not force:
         return Outcome(
             document, "unchanged", {**previous.get("summary", {}), **UNCHANGED}, {"meta": previous}
@@ -100,6 +102,24 @@ def run_chunker(
     return Outcome(
         document, "failed" if error else "new", {**summary, **({"error": error} if error else {})}, kept
     )
+
+
+def _remember_configs(
+    store: Store, chunker: Any, info: ChunkerInfo, cfg_hash: str, reader: dict[str, Any]
+) -> None:
+    """Keep the values behind the claim's config hash (and the chunker's own, when the
+    reader's settings made them differ) in the ``configs`` table."""
+    stated = stated_config(chunker)
+    version = code_version(chunker)
+    remember(store, info.config_hash, info.ref, {"chunker": info.ref, "config": stated}, version)
+    if cfg_hash != info.config_hash:
+        values = {
+            "chunker": info.ref,
+            "config": stated,
+            "reader": reader,
+            "chunker_config_hash": info.config_hash,
+        }
+        remember(store, cfg_hash, info.ref, values, version)
 
 
 def _ask(

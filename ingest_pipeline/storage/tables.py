@@ -165,6 +165,19 @@ DOCUMENTS = pa.schema(
     ]
 )
 
+# What each config hash stands for (storage/configs.py): the values as JSON, the owner
+# (chunker id@version) and the code version, first and last seen.
+CONFIGS = pa.schema(
+    [
+        ("config_hash", pa.string()),
+        ("owner", pa.string()),
+        ("config", pa.string()),
+        ("code_version", pa.string()),
+        ("first_seen", pa.timestamp("us", tz="UTC")),
+        ("last_seen", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
 PUBLIC = {
     "sources": SOURCES,
     "documents": DOCUMENTS,
@@ -174,6 +187,7 @@ PUBLIC = {
     "chunks": CHUNKS,
     "embeddings": EMBEDDINGS,
     "errors": ERRORS,
+    "configs": CONFIGS,
 }
 
 
