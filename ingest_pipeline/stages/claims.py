@@ -53,8 +53,9 @@ def run_chunker(
     the outcome keeps the pieces it cut too, as ``pieces``, with the document's ``path``).
 
     A chunker that raises is recorded (an errors row and the claim's error) and its
-    claim is empty, so the chunk map moves on to the next chunker. A chunker whose media
-    types exclude the document gets an empty claim without being asked.
+    claim is empty, so the chunk map moves on to the next chunker. Every chunker is asked
+    about every document (its ``media_types`` only advertise, SPEC B33) unless its own fast
+    answer, ``disclaims(media_type)``, disclaims it unread: then its claim is empty.
     """
     source, _ = load_source(store, document)
     pages, pages_fp = load_pages(store, document)
@@ -136,12 +137,12 @@ def _ask(
     keep_pieces: bool,
 ) -> tuple[WorkedClaim, str | None]:
     """The chunker's claim of the document (in the parse worker when there is one) and the
-    error it raised, recorded as an errors row; an empty claim when it raised or its media
-    types exclude the document."""
+    error it raised, recorded as an errors row; an empty claim when it raised or its own
+    fast answer (``disclaims``) disclaimed the document's media type unread."""
     error = None
     worked: WorkedClaim | None = None
     try:
-        if not info.media_types or source["media_type"] in info.media_types:  # else an empty claim, unasked
+        if not _disclaims_unread(chunker, source["media_type"]):  # else an empty claim, unasked
             stamp = {
                 "document_id": document,
                 "chunker": info.ref,
@@ -170,6 +171,13 @@ def _ask(
         empty = tables.CLAIMS.empty_table()
         worked = WorkedClaim(empty, [], _claim_content(empty, [], error, info.ref, info.config_hash))
     return worked, error
+
+
+def _disclaims_unread(chunker: Any, media_type: str) -> bool:
+    """The chunker's own fast answer (the built-ins: nothing outside their media types);
+    a chunker without one is asked."""
+    fast = getattr(chunker, "disclaims", None)
+    return bool(fast(media_type)) if callable(fast) else False
 
 
 @dataclass
