@@ -497,3 +497,45 @@ def test_a_claims_content_hash_follows_its_pieces_and_not_its_stamp():
     assert _claim_content(empty, [], None, "pdf@4", "cfg") == _claim_content(
         empty, [], None, "pdf@4", "other"
     )
+
+
+class ClaimsEveryPageEmpty(BaseChunker):
+    """Answers every page with zero pieces."""
+
+    id = "empty_answers"
+    version = 1
+
+    def chunk(self, content, media_type, pages):
+        from ingest_pipeline.contract import PageChunks
+
+        return tuple(PageChunks(page=p.page, pieces=()) for p in pages)
+
+
+def test_a_claim_of_zero_pieces_wins_no_page_so_page_v1_still_cuts_it(data_dir):
+    """SPEC B36: with page@1 installed every readable, non-blank page gets a chunk, even
+    behind a chunker that answered the page with nothing."""
+    from ingest_pipeline.chunkers.page import PageChunker
+    from ingest_pipeline.stages.claims import claim_metas, load_winning_claims
+    from ingest_pipeline.stages.merge import merge_claims
+
+    write(data_dir / "sources" / "notes.txt", "A short note about the orchard.\n")
+    settings = load_settings(data_dir)
+    store = Store.at(settings.lake_root)
+    (entry,) = collect(settings, [settings.source_root])
+    store.save_inventory([entry])
+    doc = entry.document_id
+    stages.observe_source(settings, store, doc, "run")
+    stages.read_document(settings, store, doc, "run")
+    registry = ChunkerRegistry()
+    order = [ClaimsEveryPageEmpty(), PageChunker()]
+    for chunker in order:
+        registry.register(chunker)
+        stages.run_chunker(settings, store, chunker, registry.info(chunker), doc, "run")
+    infos = [registry.info(c) for c in order]
+    assert store.claim_meta("empty_answers_v1", doc)["claimed_pages"] == []
+    pages = stages.load_pages(store, doc)[0]
+    merged = merge_claims(
+        doc, pages, load_winning_claims(store, infos, claim_metas(store, infos, doc), doc, pages)
+    )
+    assert merged.page_owner == {1: "page@1"}
+    assert [c.piece.text.strip() for c in merged.chunks] == ["A short note about the orchard."]
