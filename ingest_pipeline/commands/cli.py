@@ -50,16 +50,26 @@ def _run_ingest(args, p, paths, force: bool = False):
 
 
 def cmd_ingest(args) -> int:
+    p = _parts(args)
+    try:
+        report = _run_ingest(args, p, args.paths, force=args.force)
+    except BaseException as exc:  # the tree and totals of what finished, then the exception
+        partial = getattr(exc, "ingest_report", None)
+        if partial is not None:
+            _print_report(args, p, partial)
+        raise
+    _print_report(args, p, report)
+    return 1 if report.failed_steps else 0
+
+
+def _print_report(args, p, report) -> None:
     from ingest_pipeline.commands.summary import summary_text
 
-    p = _parts(args)
-    report = _run_ingest(args, p, args.paths, force=args.force)
     if args.json:
-        print(_json(report.as_dict()))
-        return 0
+        print(_json(report.as_dict()), flush=True)
+        return
     tracebacks = _tracebacks(p, report) if args.debug else None
     _console(args).print(summary_text(report, depth=args.depth, tracebacks=tracebacks))
-    return 0
 
 
 def _tracebacks(p, report) -> dict[tuple[str, str], str]:

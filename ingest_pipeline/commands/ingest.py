@@ -52,6 +52,10 @@ class IngestReport:
     seconds: float = 0.0
     paths: dict[str, str] = field(default_factory=dict)
     stages: list[dict[str, Any]] = field(default_factory=list)  # the progress table's final counts per column
+    # Steps of the ingest itself that failed (the catalog refresh): {"step", "reason"}.
+    failed_steps: list[dict[str, str]] = field(default_factory=list)
+    # The exception that stopped the ingest before its end, if any (the report is partial).
+    interrupted: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +77,8 @@ class IngestReport:
             "empty_documents": {self.paths.get(d, d): r for d, r in sorted(self.empty.items())},
             "chunker_errors": {self.paths.get(d, d): errs for d, errs in sorted(self.warnings.items())},
             "stages": self.stages,
+            "failed_steps": self.failed_steps,
+            "interrupted": self.interrupted,
             "documents_by_status": {
                 "new": sorted(self.paths.get(d, d) for d in self.new),
                 "changed": sorted(self.paths.get(d, d) for d in self.changed),
@@ -142,7 +148,18 @@ def ingest(
     defs = build_definitions(parts.settings, parts.resources)  # the runs use these very resources
     batch_size = batch_size or parts.settings.run_batch
     plan = plan_ingest(parts, defs, paths, instance, batch_size, force, sources)
-    heard = run_plan(parts, defs, plan, instance, watcher, force)
+    heard: dict[str, dict[str, DocumentEvent]] = {}
+    try:
+        run_plan(parts, defs, plan, instance, watcher, force, heard)
+    except BaseException as exc:  # the report of what did finish goes with the exception
+        plan.report.interrupted = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        try:
+            report_plan(parts, plan, heard)
+        except Exception:  # noqa: BLE001 - the first exception is the one to tell
+            pass
+        plan.report.seconds = time.perf_counter() - started
+        exc.ingest_report = plan.report  # type: ignore[attr-defined]
+        raise
     report_plan(parts, plan, heard)
     plan.report.seconds = time.perf_counter() - started
     return plan.report
@@ -208,15 +225,22 @@ def plan_ingest(
 
 
 def run_plan(
-    parts: Parts, defs, plan: IngestPlan, instance: Any, watcher: Watcher | None, force: bool
+    parts: Parts,
+    defs,
+    plan: IngestPlan,
+    instance: Any,
+    watcher: Watcher | None,
+    force: bool,
+    heard: dict[str, dict[str, DocumentEvent]] | None = None,
 ) -> dict[str, dict[str, DocumentEvent]]:
     """Run the ingest job over each batch in this process, then the catalog job; returns
-    what was heard of each document, asset by asset."""
+    what was heard of each document, asset by asset (into ``heard``, so a caller keeps what
+    was heard before an exception). A failed catalog refresh is a failed step of the report."""
     from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB
     from ingest_pipeline.sensors.batches import range_tags
 
     report, board, resources = plan.report, plan.board, parts.resources
-    heard: dict[str, dict[str, DocumentEvent]] = {}
+    heard = {} if heard is None else heard
 
     def hear(event: DocumentEvent) -> None:
         if event.document not in plan.wanted:
@@ -255,13 +279,21 @@ def run_plan(
         if watcher:
             watcher.finished(board)
     if report.run_ids or report.removed or not _catalog_exists(parts.settings):
-        defs.resolve_job_def(CATALOG_JOB).execute_in_process(
+        refreshed = defs.resolve_job_def(CATALOG_JOB).execute_in_process(
             instance=instance,
             resources=resources,
             tags=process_tags(),
             raise_on_error=False,
             run_config=QUIET,
         )
+        if not refreshed.success:
+            report.failed_steps.append(
+                {
+                    "step": CATALOG_JOB,
+                    "reason": f"run {refreshed.run_id} failed: `query` may read stale views; "
+                    "see the Dagster UI",
+                }
+            )
     return heard
 
 
