@@ -83,6 +83,7 @@ def read_document(
             "source_sha256": source["sha256"],
             "run_id": run_id,
             "reader_config": canonical_json(page_config) if stated and ocr_concerns(out) else other_config,
+            "ladder": canonical_json(out.ladder),
         }
         for out in outputs
     ]

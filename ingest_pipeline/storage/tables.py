@@ -46,6 +46,9 @@ PAGES = pa.schema(
         # The reader settings this page's output depends on, as JSON (OCR on/off and DPI for
         # an image-only PDF page; password presence, never its value), else null.
         ("reader_config", pa.string()),
+        # Every rung of the reader ladder the page went through, in order, as JSON
+        # [{"reader", "status", "reason"}]: the last one is the page's verdict.
+        ("ladder", pa.string()),
     ]
 )
 
