@@ -172,40 +172,71 @@ def cmd_inspect(args) -> int:
     if args.json:  # the document at a glance, as one object
         print(_json(_document_at_a_glance(p, source, profile, args.chunker, errors)))
         return 0
-    if args.stage == "pages":
-        items = inspection.page_records(p.lake, did)
-    elif args.stage == "claims":
-        items = inspection.claim_records(p.lake, did, args.chunker)
-    elif args.stage == "chunks":
-        items = inspection.chunk_records(p.lake, did, profile, args.chunker)
-    else:
-        items = []
-    if args.limit is not None and args.format == "rich":
-        items = items[: args.limit]
+    stages = list(dict.fromkeys(args.stage or ["chunks"]))  # several in one call, each once
     model = p.embedder.for_profile(profile)
-    max_tokens = model.max_tokens
-    summary = inspection.size_stats(items, max_tokens, model.count_tokens) if items else None
-    if summary:
-        summary["stage"] = args.stage
-    records = [inspection.source_record(source), *items, *errors, *([summary] if summary else [])]
+    records = [inspection.source_record(source)]
+    for stage in stages:
+        items = _stage_items(p, stage, did, profile, args.chunker)
+        if args.limit is not None and args.format == "rich":
+            items = items[: args.limit]
+        if items:
+            summary = inspection.size_stats(items, model.max_tokens, model.count_tokens)
+            records += [*items, *([{**summary, "stage": stage}] if summary else [])]
+        elif stage != "sources":
+            why = _why_empty(p, stage, did, profile, args.chunker, errors)
+            records.append({"record": "empty", "stage": stage, "reason": why})
+    records += errors
     if args.format == "jsonl":
         sys.stdout.write(inspection.to_jsonl(records, args.content_lines))
         return 0
     console = _console(args)
-    if args.stage == "chunks":
+    if "chunks" in stages:
         console.print(
             f"profile '{profile}'" + (f", chunker {args.chunker}" if args.chunker else ""), style="dim"
         )
     inspection.render(
-        console, records, args.content_lines, max_tokens, show_source_text=args.stage == "sources"
+        console, records, args.content_lines, model.max_tokens, show_source_text="sources" in stages
     )
-    if not items and args.stage != "sources":
-        console.print(
-            f"no {args.stage} for this document"
-            + (f" from {args.chunker}" if args.chunker else "")
-            + (f" in profile '{profile}'" if args.stage == "chunks" else "")
-        )
     return 0
+
+
+def _stage_items(p, stage: str, did: str, profile: str, chunker: str | None) -> list[dict]:
+    from ingest_pipeline.commands import inspection
+
+    if stage == "pages":
+        return inspection.page_records(p.lake, did)
+    if stage == "claims":
+        return inspection.claim_records(p.lake, did, chunker)
+    if stage == "chunks":
+        return inspection.chunk_records(p.lake, did, profile, chunker)
+    return []
+
+
+def _why_empty(p, stage: str, did: str, profile: str, chunker: str | None, errors: list) -> str:
+    """Why a stage shows nothing for a document (SPEC E25): a failure, a success with
+    nothing to cut, a chunker that claimed nothing, or a stage not run yet."""
+    from ingest_pipeline.stages.chunk_map import empty_reason
+
+    failed = [e for e in errors if e["stage"] in ("sources", "pages") or e["stage"].startswith(stage)]
+    if failed:
+        e = failed[0]
+        return f"no {stage}: the document failed at {e['stage']}: {e['reason']}"
+    if stage == "pages":
+        return "no pages: the document has not been read (run ingest)"
+    if stage == "chunks":
+        if p.store.chunk_map_meta(profile, did) is None:
+            return f"no chunks: profile '{profile}' has not been built for this document (run ingest)"
+        if chunker:
+            return f"no chunks from {chunker} in profile '{profile}': it won no page of this document"
+        why = empty_reason(p.store, profile, did)
+        return f"no chunks in profile '{profile}': {why or 'nothing on its pages to cut'} (not an error)"
+    if chunker:
+        from ingest_pipeline.storage.stage_names import StageName
+
+        if p.store.claim_meta(StageName.chunker(chunker).chunker_asset_name, did) is None:
+            return f"no claims from {chunker}: it has not been asked about this document (no profile uses it)"
+        return f"no claims from {chunker}: it disclaimed every page of this document"
+    return "no claims: no chunker has been asked about this document yet (run ingest)"
 
 
 def cmd_show(args) -> int:
@@ -376,9 +407,10 @@ def _inspect_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--chunk", help="a chunk id: show its lineage chain instead")
     cmd.add_argument(
         "--stage",
+        action="append",
         choices=("sources", "pages", "claims", "chunks"),
-        default="chunks",
-        help="what to show: the source, its pages, chunkers' claims, or a profile's chunks",
+        help="what to show: the source, its pages, chunkers' claims, or a profile's chunks "
+        "(repeat for several stages in one call; default: chunks)",
     )
     cmd.add_argument("--profile", help="the profile whose chunks to show (default: the served one)")
     cmd.add_argument("--chunker", help="only this chunker version's claims or chunks (ID@V)")
