@@ -140,6 +140,9 @@ class Settings:
     # Document record fields a person sets: ``[documents."<glob>"] organisation = "…"``,
     # matched against the document's path (records.overrides).
     document_fields: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # The order of ingest's progress columns ([progress] column_order, names as shown:
+    # Reading, Chunking, Embedding, Indexing, …): listed first, unlisted after, as found.
+    column_order: tuple[str, ...] = ()
 
     @property
     def shard_scheme(self):
@@ -317,6 +320,7 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         partition_mode=mode,
         shard_count=int(partitioning.get("shards", 4096)),
         document_fields=_document_fields(config.get("documents") or {}),
+        column_order=tuple(str(c) for c in (config.get("progress") or {}).get("column_order") or ()),
     )
 
 

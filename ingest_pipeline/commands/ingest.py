@@ -218,7 +218,7 @@ def plan_ingest(
         current=current,
         checks=checks,
         freshness=freshness,
-        board=StageBoard(len(wanted), assets, report.paths),
+        board=StageBoard(len(wanted), assets, report.paths, settings.column_order),
         indexed_before=store.indexed_documents(settings.default_profile),
         report=report,
     )

@@ -71,3 +71,13 @@ def test_a_failed_catalog_refresh_is_a_failure_in_the_summary(data_dir):
     assert "failed   step refresh_catalog: run " in out.stdout
     assert "`query` may read stale views" in out.stdout
     assert "2 documents:  2 new" in out.stdout
+
+
+def test_the_progress_columns_follow_column_order_listed_first(data_dir):  # E19
+    write(data_dir / "sources" / "a.txt", "a note about the greenhouse\n")
+    write(data_dir / "ingest_pipeline.toml", '[progress]\ncolumn_order = ["Indexing", "Chunking"]\n')
+    cli = str(Path(sys.executable).parent / "ingest-pipeline")
+    out = subprocess.run([cli, "--data", str(data_dir), "ingest", "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    stages = [s["stage"] for s in json.loads(out.stdout)["stages"]]
+    assert stages == ["Indexing", "Chunking", "Reading", "Embedding"]
