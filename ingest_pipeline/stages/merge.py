@@ -51,8 +51,7 @@ def merge_claims(
     claims: Sequence[Claim],
     expand: Callable[[Sequence[ChunkPiece]], Sequence[Sequence[ChunkPiece]]] | None = None,
 ) -> ChunkMap:
-    """Merge claims in order: the first chunker to answer a page with at least one piece
-    wins it whole (an answer of zero pieces leaves the page to the next chunker).
+    """Merge claims in order: the first chunker to answer a page wins it whole.
 
     Text pieces on failed or unreadable pages are dropped (images kept), whitespace
     pieces are dropped before numbering, and a chunker that raised is skipped.
@@ -72,7 +71,7 @@ def merge_claims(
             if answer.page not in status:
                 dropped["unknown_page"] += len(answer.pieces)
                 continue
-            if answer.page in owner or not answer.pieces:  # zero pieces win nothing (B36)
+            if answer.page in owner:
                 continue
             owner[answer.page] = claim
             answers[answer.page] = answer
