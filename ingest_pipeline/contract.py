@@ -96,6 +96,15 @@ class PageOutput:
     width: float | None = None
     height: float | None = None
     lines: tuple[LocatedLine, ...] | None = field(default=None, compare=False)
+    # The verdicts of the readers before this one down the plan's ladder, in order, as
+    # (reader, status, reason): PDFium's "no text layer" before OCR's text (SPEC A05).
+    earlier: tuple[tuple[str, str, str | None], ...] = field(default=(), compare=False)
+
+    @property
+    def ladder(self) -> list[dict[str, Any]]:
+        """Every rung this page went through, the last one the verdict it keeps."""
+        rungs = [*self.earlier, (self.reader, self.status, self.reason)]
+        return [{"reader": r, "status": s, "reason": why} for r, s, why in rungs]
 
     def __post_init__(self) -> None:
         if self.page < 1:

@@ -3,12 +3,13 @@ which known ones vanished or were superseded (the inventory itself is kept by th
 
 from __future__ import annotations
 
+import fnmatch
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ingest_pipeline.identity import document_id
-from ingest_pipeline.settings import CONFIG_FILE, Settings
+from ingest_pipeline.settings import CONFIG_FILE, Settings, SourceFilter
 from ingest_pipeline.storage import object_store
 from ingest_pipeline.storage.object_store import is_candidate
 
@@ -106,26 +107,93 @@ def check_trusted(settings: Settings, entry: DocumentEntry) -> str:
     )
 
 
+def mineru_documents(paths: Sequence[str]) -> list[str]:
+    """The documents among files found in a folder (paths with '/' or the system's
+    separator), MinerU-style outputs read as the seed reads them: a folder
+    ``<stem>_output`` holding ``auto/<stem>.md`` yields that Markdown alone (not its origin
+    PDF, layout JSON or images), and stands for its original, so a file ``<stem>.<ext>``
+    beside the folder (the original, or an older ``<stem>.md``) is left out."""
+    split = [p.replace(os.sep, "/") for p in paths]
+    outputs: dict[str, str] = {}  # the <stem>_output folder -> its stem
+    for path in split:
+        parts = path.split("/")
+        if len(parts) >= 3 and parts[-2] == "auto" and parts[-3] == parts[-1][: -len(".md")] + "_output":
+            if parts[-1].endswith(".md"):
+                outputs["/".join(parts[:-2])] = parts[-1][: -len(".md")]
+    if not outputs:
+        return list(paths)
+    kept = []
+    for original, path in zip(paths, split):
+        folder, _, name = path.rpartition("/")
+        under = next((o for o in outputs if path.startswith(o + "/")), None)
+        if under is not None:
+            if path == f"{under}/auto/{outputs[under]}.md":
+                kept.append(original)
+            continue
+        stem = name.split(".", 1)[0]
+        if f"{folder}/{stem}_output" in outputs and outputs[f"{folder}/{stem}_output"] == stem:
+            continue
+        kept.append(original)
+    return kept
+
+
+def _glob_matches(path: str, pattern: str) -> bool:
+    """A glob over a document's path ('*' crosses folders); a pattern ending in '/' names a
+    folder and matches everything under it."""
+    if pattern.endswith("/"):
+        return path.startswith(pattern) or f"/{pattern}" in f"/{path}"
+    return fnmatch.fnmatchcase(path, pattern)
+
+
+def selected(entry: DocumentEntry, sources: SourceFilter) -> bool:
+    """Whether the source filters keep a document found under a folder: it matches one of
+    ``include`` (if any is set) and none of ``exclude``."""
+    if sources.include and not any(_glob_matches(entry.path, g) for g in sources.include):
+        return False
+    return not any(_glob_matches(entry.path, g) for g in sources.exclude)
+
+
+def chosen_in_folder(
+    settings: Settings, files: Sequence[str], sources: SourceFilter | None = None
+) -> list[str]:
+    """Of the files found under the source root (as the sensor walks it), those the
+    source filters make documents, limit included: what ``collect`` would take."""
+    sources = settings.sources if sources is None else sources
+    kept = mineru_documents(files)
+    if sources.include or sources.exclude:
+        kept = [f for f in kept if selected(entry_for(settings, f), sources)]
+    return kept if sources.max_documents is None else kept[: sources.max_documents]
+
+
 def collect(
-    settings: Settings, paths: Iterable[str], known: dict[str, DocumentEntry] | None = None
+    settings: Settings,
+    paths: Iterable[str],
+    known: dict[str, DocumentEntry] | None = None,
+    sources: SourceFilter | None = None,
 ) -> list[DocumentEntry]:
     """Entries for files and folders (recursively), in a stable order, without repeats.
     A file already in ``known`` (the inventory) keeps the id and label it was first given,
-    so a storage root made before a naming rule changed keeps one document per file."""
+    so a storage root made before a naming rule changed keeps one document per file.
+    ``sources`` (default: the settings' ``[sources]``) filters the files found in folders
+    (a file named alone is always taken), then ``max_documents`` keeps the first ones:
+    filter before limit."""
+    sources = settings.sources if sources is None else sources
     by_uri: dict[str, DocumentEntry] = {}
     for before in sorted((known or {}).values(), key=lambda e: e.document_id):
         by_uri.setdefault(before.uri, before)
     entries: dict[str, DocumentEntry] = {}
     for path in paths:
+        walked = object_store.is_folder(path) if object_store.is_uri(path) else os.path.isdir(path)
         if object_store.is_uri(path):
-            if object_store.is_folder(path):
-                found = [entry_for(settings, uri, base=path) for _, uri, _ in object_store.walk(path)]
+            if walked:
+                uris = mineru_documents([uri for _, uri, _ in object_store.walk(path)])
+                found = [entry_for(settings, uri, base=path) for uri in uris]
             elif object_store.exists(path):
                 found = [entry_for(settings, path)]
             else:
                 raise FileNotFoundError(f"no such file or folder: {path}")
-        elif os.path.isdir(path):
-            found = [entry_for(settings, f, base=path) for f in walk_files(path)]
+        elif walked:
+            found = [entry_for(settings, f, base=path) for f in mineru_documents(walk_files(path))]
         elif os.path.isfile(path) or os.path.islink(path):
             found = [entry_for(settings, path)]
         else:
@@ -136,8 +204,11 @@ def collect(
                 before = by_uri.get(entry.uri)
             if before is not None:
                 entry = DocumentEntry(before.document_id, before.path, entry.uri, before.root or entry.root)
+            if walked and not selected(entry, sources):
+                continue
             entries.setdefault(entry.document_id, entry)
-    return list(entries.values())
+    found_all = list(entries.values())
+    return found_all if sources.max_documents is None else found_all[: sources.max_documents]
 
 
 def superseded(inventory: dict[str, DocumentEntry], entries: Iterable[DocumentEntry]) -> list[DocumentEntry]:

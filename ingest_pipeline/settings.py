@@ -58,6 +58,32 @@ class Profile:
 
 
 @dataclass(frozen=True)
+class SourceFilter:
+    """Which files found in a source folder are documents (``[sources]``, or ``ingest
+    --include/--exclude/--max-documents``): globs over a document's path (as the summary
+    shows it; ``*`` crosses folders, a pattern ending in ``/`` names a folder), applied
+    before the limit. ``max_documents``: None takes all; 0 takes none."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    max_documents: int | None = None
+
+    def __post_init__(self):
+        if self.max_documents is not None and self.max_documents < 0:
+            raise ValueError(f"max_documents must be 0 or more, not {self.max_documents}")
+
+    def overridden(
+        self, include: list[str] | None, exclude: list[str] | None, max_documents: int | None
+    ) -> SourceFilter:
+        """This filter with the command line's options, each replacing the file's own."""
+        return SourceFilter(
+            tuple(include) if include else self.include,
+            tuple(exclude) if exclude else self.exclude,
+            self.max_documents if max_documents is None else max_documents,
+        )
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything a run needs to know about its storage root and configuration.
 
@@ -83,6 +109,8 @@ class Settings:
     # Outside folders a symbolic link in a source folder may point into (besides the
     # source root and the folder it was found in).
     link_roots: tuple[str, ...] = ()
+    # Which files in a source folder are documents ([sources] include, exclude, max_documents).
+    sources: SourceFilter = field(default_factory=SourceFilter)
     # How the model runs: one session per CPU, each on one thread, 4 texts per call. One
     # session on several cores waits for its threads at every operator; small batches keep
     # padding low (bench/embed_threads_bench.py, bench/results/embed_threads.json).
@@ -112,6 +140,9 @@ class Settings:
     # Document record fields a person sets: ``[documents."<glob>"] organisation = "…"``,
     # matched against the document's path (records.overrides).
     document_fields: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # The order of ingest's progress columns ([progress] column_order, names as shown:
+    # Reading, Chunking, Embedding, Indexing, …): listed first, unlisted after, as found.
+    column_order: tuple[str, ...] = ()
 
     @property
     def shard_scheme(self):
@@ -261,15 +292,10 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         if family not in DEFAULT_MAX_BYTES:
             raise ValueError(f"[limits.max_mib] {family!r} is not one of {', '.join(DEFAULT_MAX_BYTES)}")
         max_bytes[family] = int(float(mib) * MiB)
-    # Link roots are local folders; a relative one is relative to a local storage root
-    # (to the working directory when the storage root is a URI).
-    anchor = os.getcwd() if object_store.is_uri(root) else root
-    link_roots = tuple(
-        os.path.abspath(os.path.join(anchor, str(r)))
-        for r in ((config.get("sources") or {}).get("link_roots") or ())
-    )
+    link_roots = _link_roots(root, config.get("sources") or {})
     return Settings(
         data=root,
+        sources=_source_filter(config.get("sources") or {}),
         profiles=tuple(profiles),
         default_profile=str(config.get("default_profile", SERVED_PROFILE)),
         chunker_configs={k: dict(v) for k, v in (config.get("chunkers") or {}).items()},
@@ -294,7 +320,24 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         partition_mode=mode,
         shard_count=int(partitioning.get("shards", 4096)),
         document_fields=_document_fields(config.get("documents") or {}),
+        column_order=tuple(str(c) for c in (config.get("progress") or {}).get("column_order") or ()),
     )
+
+
+def _link_roots(root: str, table: Mapping[str, Any]) -> tuple[str, ...]:
+    """Link roots are local folders; a relative one is relative to a local storage root
+    (to the working directory when the storage root is a URI)."""
+    anchor = os.getcwd() if object_store.is_uri(root) else root
+    return tuple(os.path.abspath(os.path.join(anchor, str(r))) for r in (table.get("link_roots") or ()))
+
+
+def _source_filter(table: Mapping[str, Any]) -> SourceFilter:
+    def globs(key: str) -> tuple[str, ...]:
+        value = table.get(key) or ()
+        return (str(value),) if isinstance(value, str) else tuple(str(g) for g in value)
+
+    limit = table.get("max_documents")
+    return SourceFilter(globs("include"), globs("exclude"), None if limit is None else int(limit))
 
 
 def _document_fields(tables: Mapping[str, Any]) -> dict[str, dict[str, str]]:

@@ -39,6 +39,12 @@ class BaseChunker(ABC):
     def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
         """Answer for the pages this chunker claims; () disclaims the document."""
 
+    def disclaims(self, media_type: str) -> bool:
+        """This chunker's own fast answer, asked before the document's bytes are sent: True
+        when it disclaims every document of ``media_type`` unread. By default it says
+        nothing, so it is asked about every document: ``media_types`` only advertise."""
+        return False
+
     def environment(self) -> dict[str, Any]:
         """Settings this chunker read from the environment when it was built that change
         its output, only those that differ from their defaults. They are part of its
@@ -47,3 +53,9 @@ class BaseChunker(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id}@{self.version}>"
+
+
+def outside_media_types(chunker: BaseChunker, media_type: str) -> bool:
+    """A fast answer for a chunker that never cuts anything outside its ``media_types``
+    (the built-ins say so with ``disclaims = outside_media_types``)."""
+    return chunker.media_types is not None and media_type not in chunker.media_types

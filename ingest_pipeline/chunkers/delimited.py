@@ -14,7 +14,7 @@ import io
 from collections import Counter
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig
+from ingest_pipeline.chunkers.base import BaseChunker, ChunkerConfig, outside_media_types
 from ingest_pipeline.chunkers.grid import Grid, GridCell, GridChecks, paragraph_piece, table_pieces
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 
@@ -80,6 +80,7 @@ class DelimitedChunker(GridChecks, BaseChunker):
     version = 1
     summary = "a CSV/TSV table with its cells, or a line of text above one"
     media_types = frozenset({mt.CSV, mt.TSV})
+    disclaims = outside_media_types  # its own fast answer: nothing outside media_types
     builtin = True
     opt_in = True
     Config = DelimitedConfig

@@ -9,7 +9,7 @@ Vanished (hidden) text comes as separate pieces with ``bbox_reason=hidden``.
 from __future__ import annotations
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.base import ChunkerConfig
+from ingest_pipeline.chunkers.base import ChunkerConfig, outside_media_types
 from ingest_pipeline.chunkers.grid import (
     Grid,
     GridCell,
@@ -31,6 +31,7 @@ class DocxChunker(OoxmlChunker):
     version = 1
     summary = "a Word paragraph, or a table with its cells"
     media_types = frozenset({mt.DOCX})
+    disclaims = outside_media_types  # its own fast answer: nothing outside media_types
     builtin = True
     opt_in = True
     Config = DocxConfig

@@ -9,7 +9,7 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.base import BaseChunker
+from ingest_pipeline.chunkers.base import BaseChunker, outside_media_types
 from ingest_pipeline.chunkers.markdown.sections import ParsedMarkdown
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 
@@ -19,6 +19,7 @@ class HeadingsChunker(BaseChunker):
     version = 1
     summary = "one chunk per Markdown section, no size limit, ancestor headings embedded"
     media_types = frozenset({mt.MARKDOWN})
+    disclaims = outside_media_types  # its own fast answer: nothing outside media_types
     builtin = True
     opt_in = True
 

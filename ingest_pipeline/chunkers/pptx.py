@@ -12,7 +12,7 @@ adds the table grid (a box per cell, merges as spans) to table chunks.
 from __future__ import annotations
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.base import ChunkerConfig
+from ingest_pipeline.chunkers.base import ChunkerConfig, outside_media_types
 from ingest_pipeline.chunkers.grid import Grid, GridCell, render_rows
 from ingest_pipeline.chunkers.ooxml import OoxmlChunker
 from ingest_pipeline.contract import ChunkPiece, Layout, TableCell, TableLayout, normalize_box
@@ -27,6 +27,7 @@ class PptxChunker(OoxmlChunker):
     version = 1
     summary = "a slide's text shape, table, chart or diagram at its box, or a picture"
     media_types = frozenset({mt.PPTX})
+    disclaims = outside_media_types  # its own fast answer: nothing outside media_types
     builtin = True
     Config = PptxConfig
     table_cells = False

@@ -16,7 +16,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import replace
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.base import ChunkerConfig
+from ingest_pipeline.chunkers.base import ChunkerConfig, outside_media_types
 from ingest_pipeline.chunkers.grid import (
     Grid,
     GridCell,
@@ -131,6 +131,7 @@ class XlsxChunker(OoxmlChunker):
     version = 1
     summary = "a table (data island) of a worksheet with its cells, or a title above one"
     media_types = frozenset({mt.XLSX, mt.XLSM})
+    disclaims = outside_media_types  # its own fast answer: nothing outside media_types
     builtin = True
     opt_in = True
     Config = XlsxConfig

@@ -43,20 +43,33 @@ def _run_ingest(args, p, paths, force: bool = False):
     from ingest_pipeline.commands.progress_display import watcher_for
 
     watcher = watcher_for(sys.stderr, color=args.color, quiet=args.json)
-    return ingest(p, paths, watcher=watcher, force=force)
+    sources = p.settings.sources.overridden(
+        getattr(args, "include", None), getattr(args, "exclude", None), getattr(args, "max_documents", None)
+    )
+    return ingest(p, paths, watcher=watcher, force=force, sources=sources)
 
 
 def cmd_ingest(args) -> int:
+    p = _parts(args)
+    try:
+        report = _run_ingest(args, p, args.paths, force=args.force)
+    except BaseException as exc:  # the tree and totals of what finished, then the exception
+        partial = getattr(exc, "ingest_report", None)
+        if partial is not None:
+            _print_report(args, p, partial)
+        raise
+    _print_report(args, p, report)
+    return 1 if report.failed_steps else 0
+
+
+def _print_report(args, p, report) -> None:
     from ingest_pipeline.commands.summary import summary_text
 
-    p = _parts(args)
-    report = _run_ingest(args, p, args.paths, force=args.force)
     if args.json:
-        print(_json(report.as_dict()))
-        return 0
+        print(_json(report.as_dict()), flush=True)
+        return
     tracebacks = _tracebacks(p, report) if args.debug else None
     _console(args).print(summary_text(report, depth=args.depth, tracebacks=tracebacks))
-    return 0
 
 
 def _tracebacks(p, report) -> dict[tuple[str, str], str]:
@@ -159,40 +172,71 @@ def cmd_inspect(args) -> int:
     if args.json:  # the document at a glance, as one object
         print(_json(_document_at_a_glance(p, source, profile, args.chunker, errors)))
         return 0
-    if args.stage == "pages":
-        items = inspection.page_records(p.lake, did)
-    elif args.stage == "claims":
-        items = inspection.claim_records(p.lake, did, args.chunker)
-    elif args.stage == "chunks":
-        items = inspection.chunk_records(p.lake, did, profile, args.chunker)
-    else:
-        items = []
-    if args.limit is not None and args.format == "rich":
-        items = items[: args.limit]
+    stages = list(dict.fromkeys(args.stage or ["chunks"]))  # several in one call, each once
     model = p.embedder.for_profile(profile)
-    max_tokens = model.max_tokens
-    summary = inspection.size_stats(items, max_tokens, model.count_tokens) if items else None
-    if summary:
-        summary["stage"] = args.stage
-    records = [inspection.source_record(source), *items, *errors, *([summary] if summary else [])]
+    records = [inspection.source_record(source)]
+    for stage in stages:
+        items = _stage_items(p, stage, did, profile, args.chunker)
+        if args.limit is not None and args.format == "rich":
+            items = items[: args.limit]
+        if items:
+            summary = inspection.size_stats(items, model.max_tokens, model.count_tokens)
+            records += [*items, *([{**summary, "stage": stage}] if summary else [])]
+        elif stage != "sources":
+            why = _why_empty(p, stage, did, profile, args.chunker, errors)
+            records.append({"record": "empty", "stage": stage, "reason": why})
+    records += errors
     if args.format == "jsonl":
         sys.stdout.write(inspection.to_jsonl(records, args.content_lines))
         return 0
     console = _console(args)
-    if args.stage == "chunks":
+    if "chunks" in stages:
         console.print(
             f"profile '{profile}'" + (f", chunker {args.chunker}" if args.chunker else ""), style="dim"
         )
     inspection.render(
-        console, records, args.content_lines, max_tokens, show_source_text=args.stage == "sources"
+        console, records, args.content_lines, model.max_tokens, show_source_text="sources" in stages
     )
-    if not items and args.stage != "sources":
-        console.print(
-            f"no {args.stage} for this document"
-            + (f" from {args.chunker}" if args.chunker else "")
-            + (f" in profile '{profile}'" if args.stage == "chunks" else "")
-        )
     return 0
+
+
+def _stage_items(p, stage: str, did: str, profile: str, chunker: str | None) -> list[dict]:
+    from ingest_pipeline.commands import inspection
+
+    if stage == "pages":
+        return inspection.page_records(p.lake, did)
+    if stage == "claims":
+        return inspection.claim_records(p.lake, did, chunker)
+    if stage == "chunks":
+        return inspection.chunk_records(p.lake, did, profile, chunker)
+    return []
+
+
+def _why_empty(p, stage: str, did: str, profile: str, chunker: str | None, errors: list) -> str:
+    """Why a stage shows nothing for a document (SPEC E25): a failure, a success with
+    nothing to cut, a chunker that claimed nothing, or a stage not run yet."""
+    from ingest_pipeline.stages.chunk_map import empty_reason
+
+    failed = [e for e in errors if e["stage"] in ("sources", "pages") or e["stage"].startswith(stage)]
+    if failed:
+        e = failed[0]
+        return f"no {stage}: the document failed at {e['stage']}: {e['reason']}"
+    if stage == "pages":
+        return "no pages: the document has not been read (run ingest)"
+    if stage == "chunks":
+        if p.store.chunk_map_meta(profile, did) is None:
+            return f"no chunks: profile '{profile}' has not been built for this document (run ingest)"
+        if chunker:
+            return f"no chunks from {chunker} in profile '{profile}': it won no page of this document"
+        why = empty_reason(p.store, profile, did)
+        return f"no chunks in profile '{profile}': {why or 'nothing on its pages to cut'} (not an error)"
+    if chunker:
+        from ingest_pipeline.storage.stage_names import StageName
+
+        if p.store.claim_meta(StageName.chunker(chunker).chunker_asset_name, did) is None:
+            return f"no claims from {chunker}: it has not been asked about this document (no profile uses it)"
+        return f"no claims from {chunker}: it disclaimed every page of this document"
+    return "no claims: no chunker has been asked about this document yet (run ingest)"
 
 
 def cmd_show(args) -> int:
@@ -302,6 +346,32 @@ def _ingest_arguments(cmd: argparse.ArgumentParser) -> None:
         action="store_true",
         help="recompute the named documents (default: every one) whatever their fingerprints",
     )
+    cmd.add_argument(
+        "--include",
+        action="append",
+        metavar="GLOB",
+        help="take only files of the folders whose path matches a glob (repeatable; "
+        "replaces [sources] include)",
+    )
+    cmd.add_argument(
+        "--exclude",
+        action="append",
+        metavar="GLOB",
+        help="leave out files whose path matches a glob (repeatable; replaces [sources] exclude)",
+    )
+    cmd.add_argument(
+        "--max-documents",
+        type=_count,
+        metavar="N",
+        help="ingest at most N documents, the first ones after the filters (0: none)",
+    )
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
 
 
 def _search_arguments(cmd: argparse.ArgumentParser) -> None:
@@ -337,9 +407,10 @@ def _inspect_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--chunk", help="a chunk id: show its lineage chain instead")
     cmd.add_argument(
         "--stage",
+        action="append",
         choices=("sources", "pages", "claims", "chunks"),
-        default="chunks",
-        help="what to show: the source, its pages, chunkers' claims, or a profile's chunks",
+        help="what to show: the source, its pages, chunkers' claims, or a profile's chunks "
+        "(repeat for several stages in one call; default: chunks)",
     )
     cmd.add_argument("--profile", help="the profile whose chunks to show (default: the served one)")
     cmd.add_argument("--chunker", help="only this chunker version's claims or chunks (ID@V)")

@@ -16,6 +16,7 @@ from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import Parts
 from ingest_pipeline.runtime.isolation import kept_worker
 from ingest_pipeline.runtime.progress import Column, DocumentEvent, StageBoard, listening
+from ingest_pipeline.settings import SourceFilter
 from ingest_pipeline.stages import (
     FORCE_TAG,
     IN_PROCESS_TAG,
@@ -51,6 +52,10 @@ class IngestReport:
     seconds: float = 0.0
     paths: dict[str, str] = field(default_factory=dict)
     stages: list[dict[str, Any]] = field(default_factory=list)  # the progress table's final counts per column
+    # Steps of the ingest itself that failed (the catalog refresh): {"step", "reason"}.
+    failed_steps: list[dict[str, str]] = field(default_factory=list)
+    # The exception that stopped the ingest before its end, if any (the report is partial).
+    interrupted: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +77,8 @@ class IngestReport:
             "empty_documents": {self.paths.get(d, d): r for d, r in sorted(self.empty.items())},
             "chunker_errors": {self.paths.get(d, d): errs for d, errs in sorted(self.warnings.items())},
             "stages": self.stages,
+            "failed_steps": self.failed_steps,
+            "interrupted": self.interrupted,
             "documents_by_status": {
                 "new": sorted(self.paths.get(d, d) for d in self.new),
                 "changed": sorted(self.paths.get(d, d) for d in self.changed),
@@ -122,6 +129,7 @@ def ingest(
     watcher: Watcher | None = None,
     batch_size: int | None = None,
     force: bool = False,
+    sources: SourceFilter | None = None,
 ) -> IngestReport:
     """Materialize every per-document asset for the documents under ``paths`` (default:
     the source root) in process, then refresh the catalog: plan, run, report. Every count
@@ -130,22 +138,41 @@ def ingest(
     assets' stored outcomes are heard as unchanged. ``force`` ignores the markers and
     recomputes every stage of these documents whatever their fingerprints (each run is
     tagged ``ingest/force=true``, so the UI shows why). ``batch_size``: documents per run
-    (default: ``[dagster] run_batch``, the size the sensor's runs have too)."""
+    (default: ``[dagster] run_batch``, the size the sensor's runs have too). ``sources``:
+    which files of the folders are documents (default: the settings' ``[sources]``)."""
     from ingest_pipeline.definitions import build_definitions
     from ingest_pipeline.instance.home import instance_for
 
     started = time.perf_counter()
     instance = instance or instance_for(parts.settings.dagster_home)
     defs = build_definitions(parts.settings, parts.resources)  # the runs use these very resources
-    plan = plan_ingest(parts, defs, paths, instance, batch_size or parts.settings.run_batch, force)
-    heard = run_plan(parts, defs, plan, instance, watcher, force)
+    batch_size = batch_size or parts.settings.run_batch
+    plan = plan_ingest(parts, defs, paths, instance, batch_size, force, sources)
+    heard: dict[str, dict[str, DocumentEvent]] = {}
+    try:
+        run_plan(parts, defs, plan, instance, watcher, force, heard)
+    except BaseException as exc:  # the report of what did finish goes with the exception
+        plan.report.interrupted = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        try:
+            report_plan(parts, plan, heard)
+        except Exception:  # noqa: BLE001 - the first exception is the one to tell
+            pass
+        plan.report.seconds = time.perf_counter() - started
+        exc.ingest_report = plan.report  # type: ignore[attr-defined]
+        raise
     report_plan(parts, plan, heard)
     plan.report.seconds = time.perf_counter() - started
     return plan.report
 
 
 def plan_ingest(
-    parts: Parts, defs, paths: Sequence[str], instance: Any, batch_size: int, force: bool
+    parts: Parts,
+    defs,
+    paths: Sequence[str],
+    instance: Any,
+    batch_size: int,
+    force: bool,
+    sources: SourceFilter | None = None,
 ) -> IngestPlan:
     """Collect the documents, forget the vanished ones, sync the partitions and cut the
     batches; the documents whose markers hold are left out of every batch."""
@@ -161,7 +188,7 @@ def plan_ingest(
     if "://" not in settings.source_root:
         os.makedirs(settings.source_root, exist_ok=True)
     inventory = store.inventory()
-    entries = collect(settings, roots, known=inventory)
+    entries = collect(settings, roots, known=inventory, sources=sources)
     report = IngestReport(documents=len(entries), paths={e.document_id: e.path for e in entries})
     gone = vanished(inventory, roots) + superseded(inventory, entries)
     report.removed = [entry.path for entry in gone]
@@ -191,22 +218,29 @@ def plan_ingest(
         current=current,
         checks=checks,
         freshness=freshness,
-        board=StageBoard(len(wanted), assets, report.paths),
+        board=StageBoard(len(wanted), assets, report.paths, settings.column_order),
         indexed_before=store.indexed_documents(settings.default_profile),
         report=report,
     )
 
 
 def run_plan(
-    parts: Parts, defs, plan: IngestPlan, instance: Any, watcher: Watcher | None, force: bool
+    parts: Parts,
+    defs,
+    plan: IngestPlan,
+    instance: Any,
+    watcher: Watcher | None,
+    force: bool,
+    heard: dict[str, dict[str, DocumentEvent]] | None = None,
 ) -> dict[str, dict[str, DocumentEvent]]:
     """Run the ingest job over each batch in this process, then the catalog job; returns
-    what was heard of each document, asset by asset."""
+    what was heard of each document, asset by asset (into ``heard``, so a caller keeps what
+    was heard before an exception). A failed catalog refresh is a failed step of the report."""
     from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB
     from ingest_pipeline.sensors.batches import range_tags
 
     report, board, resources = plan.report, plan.board, parts.resources
-    heard: dict[str, dict[str, DocumentEvent]] = {}
+    heard = {} if heard is None else heard
 
     def hear(event: DocumentEvent) -> None:
         if event.document not in plan.wanted:
@@ -245,13 +279,21 @@ def run_plan(
         if watcher:
             watcher.finished(board)
     if report.run_ids or report.removed or not _catalog_exists(parts.settings):
-        defs.resolve_job_def(CATALOG_JOB).execute_in_process(
+        refreshed = defs.resolve_job_def(CATALOG_JOB).execute_in_process(
             instance=instance,
             resources=resources,
             tags=process_tags(),
             raise_on_error=False,
             run_config=QUIET,
         )
+        if not refreshed.success:
+            report.failed_steps.append(
+                {
+                    "step": CATALOG_JOB,
+                    "reason": f"run {refreshed.run_id} failed: `query` may read stale views; "
+                    "see the Dagster UI",
+                }
+            )
     return heard
 
 

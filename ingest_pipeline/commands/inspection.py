@@ -347,6 +347,8 @@ def render(
             for name, value in _fields(record, max_tokens, content_lines):
                 grid.add_row(Text(name, style="dim"), Text(str(value), overflow="fold"))
             console.print(grid)
+        elif kind == "empty":
+            console.print(Text(record["reason"], style="yellow"))
         elif kind == "error":
             console.print(
                 Text(

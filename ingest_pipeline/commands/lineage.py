@@ -3,6 +3,7 @@ materialization, page and box."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +71,7 @@ def explain_chunk(
                 "reader": row["reader"],
                 "chunker": row["chunker"],
                 "config_hash": row["config_hash"],
+                "config": _config_values(parts, row["config_hash"]),
                 "page": row["page"],
                 "index": row["index"],
                 "bbox": row["bbox"],
@@ -90,6 +92,22 @@ def explain_chunk(
     return explained
 
 
+def _config_values(parts: Parts, config_hash: str) -> dict[str, Any] | None:
+    """What the chunk's config hash stands for (the ``configs`` table), else None (a chunk
+    cut before configurations were kept)."""
+    from ingest_pipeline.storage.configs import values_of
+
+    kept = values_of(parts.store, config_hash)
+    if kept is None:
+        return None
+    return {
+        "values": kept["config"],
+        "code_version": kept["code_version"],
+        "first_seen": kept["first_seen"].isoformat(),
+        "last_seen": kept["last_seen"].isoformat(),
+    }
+
+
 def format_chain(chain: dict[str, Any]) -> str:
     src = chain["source"]
     box = chain["bbox"]
@@ -106,9 +124,17 @@ def format_chain(chain: dict[str, Any]) -> str:
         f"  source   {src['path']}  sha256 {src['sha256']}  ({match})",
         f"  reader   {chain['reader']}",
         f"  chunker  {chain['chunker']}  config {chain['config_hash']}",
+        _config_line(chain["config"]),
         f"  page     {chain['page']}  box {where}",
         f"  run      {chain['run_id']}",
     ]
     for m in chain["materializations"]:
         lines.append(f"  written  {m['asset']} [{m['partition']}] event {m['storage_id']}")
     return "\n".join(lines)
+
+
+def _config_line(config: dict[str, Any] | None) -> str:
+    if config is None:
+        return "  settings (not kept: cut before the configs table existed)"
+    values = json.dumps(config["values"], sort_keys=True)
+    return f"  settings {values}  ({config['code_version']}, first seen {config['first_seen']})"

@@ -92,6 +92,12 @@ def summary_text(report, depth: int | None = None, tracebacks: dict[tuple[str, s
     )
     for path in report.removed:
         out.append(f"removed  {path}  (its rows left the lake and LanceDB)\n")
+    for step in getattr(report, "failed_steps", []):
+        out.append("failed   ", style="red")
+        out.append(f"step {step['step']}: {step['reason']}\n")
+    if getattr(report, "interrupted", None):
+        out.append("stopped  ", style="red")
+        out.append(f"{report.interrupted} (this summary counts what finished before)\n")
     name = report.paths.get
     for doc, errors in sorted(report.failed.items(), key=lambda kv: name(kv[0], kv[0])):
         for error in errors:

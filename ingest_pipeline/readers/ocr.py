@@ -9,6 +9,7 @@ render resolution for PDF pages (default 150).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -197,7 +198,9 @@ def ocr_pdf_pages(
                 continue
             result = reader.read_image(image, page.page, page.width, page.height)
             if result.status in ("read", "unreadable"):
-                replaced[page.page] = result  # an unreadable verdict now says OCR tried
+                # an unreadable verdict now says OCR tried; PDFium's verdict stays as a rung
+                earlier = (*page.earlier, (page.reader, page.status, page.reason))
+                replaced[page.page] = dataclasses.replace(result, earlier=earlier)
     finally:
         with PDFIUM_LOCK:
             pdf.close()

@@ -101,8 +101,15 @@ class StageBoard:
     as warnings: the chunk map hands their pages to the next chunker in order.
     """
 
-    def __init__(self, total: int, assets: Sequence[str] = (), paths: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        total: int,
+        assets: Sequence[str] = (),
+        paths: dict[str, str] | None = None,
+        column_order: Sequence[str] = (),
+    ) -> None:
         self.total = total
+        self.column_order = tuple(column_order)  # listed columns first, in this order (E19)
         self.paths = dict(paths or {})  # document id -> path, for display
         self.columns: dict[str, Column] = {}
         self.pages: dict[str, int] = {}
@@ -120,8 +127,11 @@ class StageBoard:
         return self.columns[name]
 
     def ordered(self) -> list[Column]:
-        """The columns with work, the seed's four first, the others in the order found."""
-        return [c for c in self.columns.values() if c.assets or c.seen]
+        """The columns with work: those ``column_order`` lists first, in its order, then the
+        others as found (the seed's four first); an empty ``column_order`` keeps that order."""
+        present = [c for c in self.columns.values() if c.assets or c.seen]
+        rank = {name: i for i, name in enumerate(self.column_order)}
+        return sorted(present, key=lambda c: rank.get(c.name, len(rank)))
 
     def add(self, event: DocumentEvent) -> tuple[Column, str] | None:
         """Record one event; returns the column and the document's status there when the

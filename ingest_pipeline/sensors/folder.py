@@ -21,7 +21,7 @@ from dagster import (
     sensor,
 )
 
-from ingest_pipeline.documents import entry_for, walk_files
+from ingest_pipeline.documents import chosen_in_folder, entry_for, walk_files
 from ingest_pipeline.partitions import DOCUMENTS
 from ingest_pipeline.resources import IndexResource, IngestResource, Parts, StoreResource
 from ingest_pipeline.sensors.batches import (
@@ -53,14 +53,7 @@ def evaluate_source_folder(
     retries = settings.run_retries if retries is None else retries
     root = settings.source_root
     cursor = SensorCursor.load(context.cursor)
-    files = walk_files(root) if os.path.isdir(root) else []
-    current: dict[str, tuple[str, list]] = {}
-    for path in files:
-        try:
-            stat = os.stat(path)
-        except FileNotFoundError:
-            continue
-        current[os.path.relpath(path, root)] = (path, [stat.st_size, stat.st_mtime_ns])
+    current = _files_on_disk(root)
     partition_keys = context.instance.get_dynamic_partitions(DOCUMENTS)  # read once per tick
     now = time.time()
 
@@ -78,11 +71,14 @@ def evaluate_source_folder(
         )
 
     # 2. New and changed files, and those to retry, unless a run for them is still pending.
+    # Only the files the source filters make documents ([sources]); the others stay watched
+    # for removal alone.
     in_flight = cursor.pending_paths()
+    documents = set(chosen_in_folder(settings, [path for path, _ in current.values()]))
     changed = [
         rel
-        for rel, (_, sig) in sorted(current.items())
-        if rel not in in_flight and (cursor.seen.get(rel) != sig or rel in retry_files)
+        for rel, (path, sig) in sorted(current.items())
+        if path in documents and rel not in in_flight and (cursor.seen.get(rel) != sig or rel in retry_files)
     ]
     deferred = len(changed) > MAX_FILES_PER_TICK
     changed = changed[:MAX_FILES_PER_TICK]
@@ -116,6 +112,18 @@ def evaluate_source_folder(
     return SensorResult(
         run_requests=requests, dynamic_partitions_requests=partition_requests, cursor=cursor.dump()
     )
+
+
+def _files_on_disk(root: str) -> dict[str, tuple[str, list]]:
+    """Every candidate file under the source root: its relative path -> (path, [size, mtime])."""
+    current: dict[str, tuple[str, list]] = {}
+    for path in walk_files(root) if os.path.isdir(root) else []:
+        try:
+            stat = os.stat(path)
+        except FileNotFoundError:
+            continue
+        current[os.path.relpath(path, root)] = (path, [stat.st_size, stat.st_mtime_ns])
+    return current
 
 
 def build_source_sensor(job, catalog_job, interval_seconds: int = 15):

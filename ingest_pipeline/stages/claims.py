@@ -14,7 +14,7 @@ import pyarrow as pa
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 from ingest_pipeline.identity import with_reader_settings
 from ingest_pipeline.readers.base import password_for
-from ingest_pipeline.registry import ChunkerInfo
+from ingest_pipeline.registry import ChunkerInfo, stated_config
 from ingest_pipeline.runtime.isolation import ParseWorker
 from ingest_pipeline.settings import Settings
 from ingest_pipeline.stages.common import (
@@ -32,6 +32,7 @@ from ingest_pipeline.stages.merge import Claim
 from ingest_pipeline.stages.pages import load_pages
 from ingest_pipeline.stages.sources import load_source, source_bytes
 from ingest_pipeline.storage import tables
+from ingest_pipeline.storage.configs import code_version, remember
 from ingest_pipeline.storage.lake import as_stored
 from ingest_pipeline.storage.stage_names import StageName
 from ingest_pipeline.storage.store import Store, piece_row
@@ -52,8 +53,9 @@ def run_chunker(
     the outcome keeps the pieces it cut too, as ``pieces``, with the document's ``path``).
 
     A chunker that raises is recorded (an errors row and the claim's error) and its
-    claim is empty, so the chunk map moves on to the next chunker. A chunker whose media
-    types exclude the document gets an empty claim without being asked.
+    claim is empty, so the chunk map moves on to the next chunker. Every chunker is asked
+    about every document (its ``media_types`` only advertise, SPEC B33) unless its own fast
+    answer, ``disclaims(media_type)``, disclaims it unread: then its claim is empty.
     """
     source, _ = load_source(store, document)
     pages, pages_fp = load_pages(store, document)
@@ -61,6 +63,7 @@ def run_chunker(
     cfg_hash = with_reader_settings(info.config_hash, reader_identity)
     fingerprint = fingerprint_of(STAGE_VERSIONS["chunks"], pages_fp, info.ref, cfg_hash)
     previous = store.claim_meta(info.asset_name, document)
+    _remember_configs(store, chunker, info, cfg_hash, reader_identity)
     if previous and previous.get("fingerprint") == fingerprint and not force:
         return Outcome(
             document, "unchanged", {**previous.get("summary", {}), **UNCHANGED}, {"meta": previous}
@@ -102,6 +105,24 @@ def run_chunker(
     )
 
 
+def _remember_configs(
+    store: Store, chunker: Any, info: ChunkerInfo, cfg_hash: str, reader: dict[str, Any]
+) -> None:
+    """Keep the values behind the claim's config hash (and the chunker's own, when the
+    reader's settings made them differ) in the ``configs`` table."""
+    stated = stated_config(chunker)
+    version = code_version(chunker)
+    remember(store, info.config_hash, info.ref, {"chunker": info.ref, "config": stated}, version)
+    if cfg_hash != info.config_hash:
+        values = {
+            "chunker": info.ref,
+            "config": stated,
+            "reader": reader,
+            "chunker_config_hash": info.config_hash,
+        }
+        remember(store, cfg_hash, info.ref, values, version)
+
+
 def _ask(
     settings: Settings,
     store: Store,
@@ -116,12 +137,12 @@ def _ask(
     keep_pieces: bool,
 ) -> tuple[WorkedClaim, str | None]:
     """The chunker's claim of the document (in the parse worker when there is one) and the
-    error it raised, recorded as an errors row; an empty claim when it raised or its media
-    types exclude the document."""
+    error it raised, recorded as an errors row; an empty claim when it raised or its own
+    fast answer (``disclaims``) disclaimed the document's media type unread."""
     error = None
     worked: WorkedClaim | None = None
     try:
-        if not info.media_types or source["media_type"] in info.media_types:  # else an empty claim, unasked
+        if not _disclaims_unread(chunker, source["media_type"]):  # else an empty claim, unasked
             stamp = {
                 "document_id": document,
                 "chunker": info.ref,
@@ -150,6 +171,13 @@ def _ask(
         empty = tables.CLAIMS.empty_table()
         worked = WorkedClaim(empty, [], _claim_content(empty, [], error, info.ref, info.config_hash))
     return worked, error
+
+
+def _disclaims_unread(chunker: Any, media_type: str) -> bool:
+    """The chunker's own fast answer (the built-ins: nothing outside their media types);
+    a chunker without one is asked."""
+    fast = getattr(chunker, "disclaims", None)
+    return bool(fast(media_type)) if callable(fast) else False
 
 
 @dataclass

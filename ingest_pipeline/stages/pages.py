@@ -76,16 +76,7 @@ def read_document(
     ocr_pages = sum(1 for out in outputs if ocr_concerns(out)) if stated else 0
     fingerprint = fingerprint_for(ocr_pages > 0)
     with_password = {"password": True} if password is not None else {}
-    page_config = {**stated, **with_password}
-    other_config = canonical_json(with_password) if with_password else None
-    columns = [
-        {
-            "source_sha256": source["sha256"],
-            "run_id": run_id,
-            "reader_config": canonical_json(page_config) if stated and ocr_concerns(out) else other_config,
-        }
-        for out in outputs
-    ]
+    columns = _page_columns(outputs, stated, with_password, source["sha256"], run_id)
     summary: dict[str, Any] = {"pages": len(outputs)}
     for out in outputs:
         summary[out.status] = summary.get(out.status, 0) + 1
@@ -106,6 +97,24 @@ def read_document(
         settings, store, document, run_id, source, content, outputs, parser, fingerprint
     )
     return Outcome(document, "new", {**summary, **record})
+
+
+def _page_columns(
+    outputs, stated: dict[str, Any], with_password: dict[str, Any], sha256: str, run_id: str
+) -> list[dict[str, Any]]:
+    """The columns each page row adds to its reader's: the reader settings its output
+    depends on, and every rung of the reader ladder it went through (A05)."""
+    page_config = {**stated, **with_password}
+    other_config = canonical_json(with_password) if with_password else None
+    return [
+        {
+            "source_sha256": sha256,
+            "run_id": run_id,
+            "reader_config": canonical_json(page_config) if stated and ocr_concerns(out) else other_config,
+            "ladder": canonical_json(out.ladder),
+        }
+        for out in outputs
+    ]
 
 
 def _ocr_mattered(previous: dict[str, Any]) -> bool:

@@ -51,8 +51,14 @@ def run_identity(parts) -> str:
                 "stages": STAGE_VERSIONS,
                 "readers": sorted(reader_ids()),
                 "reader_settings": reader_settings(media_types.PDF),
+                # Only the versions some profile's order uses, by ref and config hash: installing a
+                # version no profile uses, or its advertised media types, changes nothing (B34).
                 "chunkers": sorted(
-                    (i.ref, i.config_hash, list(i.media_types or ())) for i in registry.infos()
+                    {
+                        (i.ref, i.config_hash)
+                        for p in settings.profiles
+                        for i in map(registry.info, registry.order_for(p.chunkers))
+                    }
                 ),
                 "profiles": [
                     (p.name, list(p.chunkers), p.options(), settings.is_indexed(p)) for p in settings.profiles

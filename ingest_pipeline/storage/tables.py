@@ -46,6 +46,9 @@ PAGES = pa.schema(
         # The reader settings this page's output depends on, as JSON (OCR on/off and DPI for
         # an image-only PDF page; password presence, never its value), else null.
         ("reader_config", pa.string()),
+        # Every rung of the reader ladder the page went through, in order, as JSON
+        # [{"reader", "status", "reason"}]: the last one is the page's verdict.
+        ("ladder", pa.string()),
     ]
 )
 
@@ -165,6 +168,19 @@ DOCUMENTS = pa.schema(
     ]
 )
 
+# What each config hash stands for (storage/configs.py): the values as JSON, the owner
+# (chunker id@version) and the code version, first and last seen.
+CONFIGS = pa.schema(
+    [
+        ("config_hash", pa.string()),
+        ("owner", pa.string()),
+        ("config", pa.string()),
+        ("code_version", pa.string()),
+        ("first_seen", pa.timestamp("us", tz="UTC")),
+        ("last_seen", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
 PUBLIC = {
     "sources": SOURCES,
     "documents": DOCUMENTS,
@@ -174,6 +190,7 @@ PUBLIC = {
     "chunks": CHUNKS,
     "embeddings": EMBEDDINGS,
     "errors": ERRORS,
+    "configs": CONFIGS,
 }
 
 

@@ -78,3 +78,15 @@ def _cached(p) -> int:
     import pyarrow.parquet as pq
 
     return sum(pq.read_metadata(path).num_rows for path in p.lake.files("embedding_cache"))
+
+
+def test_installing_an_unused_opt_in_chunker_leaves_every_document_current(data_dir):  # B34
+    from ingest_pipeline.storage.freshness import run_identity
+    from ingest_pipeline_tests.chunker_doubles import FixedChunker
+
+    pipeline = fresh_pipeline(data_dir)
+    before = run_identity(pipeline)
+    pipeline.registry.register(FixedChunker({1: ["x"]}, cid="unused", opt_in=True))
+    assert run_identity(pipeline) == before
+    pipeline.registry.register(FixedChunker({1: ["x"]}, cid="defaulted"))  # a default version is used
+    assert run_identity(pipeline) != before

@@ -123,3 +123,32 @@ def test_undecodable_image_is_a_document_error():
 
     with pytest.raises(DocumentError):
         read_pages(b"\x89PNG\r\n\x1a\nbroken", mt.PNG, ReadOptions())
+
+
+def test_a_page_ocr_read_keeps_pdfiums_verdict_as_its_first_rung(data_dir, scanned_pdf):  # A05
+    """The pages view records every rung of the reader ladder: PDFium's "no text layer"
+    verdict, then OCR's text; a page PDFium read has one rung."""
+    import json
+
+    from ingest_pipeline import stages
+    from ingest_pipeline.documents import collect
+    from ingest_pipeline.settings import load_settings
+    from ingest_pipeline.storage.catalog import query
+    from ingest_pipeline.storage.store import Store
+    from ingest_pipeline_tests.conftest import write
+
+    write(data_dir / "sources" / "scan.pdf", scanned_pdf)
+    settings = load_settings(data_dir)
+    store = Store.at(settings.lake_root)
+    (entry,) = collect(settings, [settings.source_root])
+    store.save_inventory([entry])
+    stages.observe_source(settings, store, entry.document_id, "run")
+    stages.read_document(settings, store, entry.document_id, "run")
+    rows = query(store, "select page, reader, ladder from pages order by page").to_pylist()
+    first, second = (json.loads(row["ladder"]) for row in rows)
+    assert [(r["reader"].split("@")[0], r["status"]) for r in first] == [
+        ("pdfium_text", "unreadable"),
+        ("rapidocr", "read"),
+    ]
+    assert first[0]["reason"].startswith("no text layer")
+    assert len(second) == 1 and second[0]["reader"] == rows[1]["reader"] and second[0]["status"] == "read"

@@ -28,7 +28,20 @@ class Anything(PdfOnly):
     media_types = None
 
 
-def test_a_chunker_whose_media_types_exclude_the_document_gets_an_empty_claim_unasked(data_dir):
+class SaysNoToMarkdown(PdfOnly):
+    """Gives its own fast answer: it never cuts Markdown."""
+
+    id = "says_no"
+
+    def disclaims(self, media_type):
+        return media_type == mt.MARKDOWN
+
+
+def test_every_chunker_is_asked_whatever_its_media_types_unless_it_disclaims_itself(data_dir):
+    """SPEC B33: media types advertise and gate nothing; the cheap path is the chunker's own
+    answer (the built-ins give one for what lies outside their media types)."""
+    from ingest_pipeline.chunkers.markdown.chunker import MarkdownChunker
+
     write(data_dir / "sources" / "notes.md", "# Notes\n\nA short Markdown note.\n")
     settings = load_settings(data_dir)
     store = Store.at(settings.lake_root)
@@ -38,15 +51,20 @@ def test_a_chunker_whose_media_types_exclude_the_document_gets_an_empty_claim_un
     stages.observe_source(settings, store, doc, "run")
     stages.read_document(settings, store, doc, "run")
     registry = ChunkerRegistry()
-    for chunker in (PdfOnly(), Anything()):
+    for chunker in (PdfOnly(), Anything(), SaysNoToMarkdown()):
         registry.register(chunker)
 
-    skipped = stages.run_chunker(settings, store, PdfOnly(), registry.info(PdfOnly()), doc, "run")
-    assert skipped.status == "new" and skipped.detail["pieces"] == 0 and "error" not in skipped.detail
-    assert store.claim_meta("pdf_only_v1", doc)["error"] is None
-
+    # A third-party chunker that advertises PDF only is still asked about Markdown.
+    asked = stages.run_chunker(settings, store, PdfOnly(), registry.info(PdfOnly()), doc, "run")
+    assert asked.status == "failed" and "asked about a text/markdown document" in asked.detail["error"]
     asked = stages.run_chunker(settings, store, Anything(), registry.info(Anything()), doc, "run")
     assert asked.status == "failed" and "asked about a text/markdown document" in asked.detail["error"]
+
+    unasked = SaysNoToMarkdown()
+    skipped = stages.run_chunker(settings, store, unasked, registry.info(unasked), doc, "run")
+    assert skipped.status == "new" and skipped.detail["pieces"] == 0 and "error" not in skipped.detail
+    assert store.claim_meta("says_no_v1", doc)["error"] is None
+    assert MarkdownChunker().disclaims(mt.PDF) and not MarkdownChunker().disclaims(mt.MARKDOWN)
 
 
 @requires_corpus

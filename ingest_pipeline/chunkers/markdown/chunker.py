@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.base import BaseChunker
+from ingest_pipeline.chunkers.base import BaseChunker, outside_media_types
 from ingest_pipeline.chunkers.markdown.blocks import _FENCE
 from ingest_pipeline.chunkers.markdown.config import MarkdownConfig
 from ingest_pipeline.chunkers.markdown.sections import ParsedMarkdown
@@ -55,6 +55,7 @@ class MarkdownChunker(BaseChunker):
     version = 1
     summary = "Markdown sections packed to character limits, tables/code/lists kept whole"
     media_types = frozenset({MARKDOWN})
+    disclaims = outside_media_types  # its own fast answer: nothing outside media_types
     builtin = True
     Config = MarkdownConfig
     check_names = (

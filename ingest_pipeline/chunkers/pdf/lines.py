@@ -8,6 +8,7 @@ import logging
 import os
 
 from ingest_pipeline import media_types as mt
+from ingest_pipeline.chunkers.base import outside_media_types
 from ingest_pipeline.chunkers.pdf.page_layer import PageLayer, PdfChunker, text_piece
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
 
@@ -34,6 +35,7 @@ class PdfLinesChunker(PdfChunker):
     version = 1
     summary = "a visual line of a PDF page, with its box; unread pages as page images"
     media_types = frozenset({mt.PDF})
+    disclaims = outside_media_types  # its own fast answer: nothing outside media_types
     builtin = True
 
     def __init__(self, config=None, layer: PageLayer | None = None) -> None:

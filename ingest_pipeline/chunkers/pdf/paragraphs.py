@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from ingest_pipeline import media_types as mt
+from ingest_pipeline.chunkers.base import outside_media_types
 from ingest_pipeline.chunkers.pdf.page_layer import PageLayer, PdfChunker, text_piece
 from ingest_pipeline.contract import ChunkPiece, Layout, PageChunks, PageOutput
 
@@ -66,6 +67,7 @@ class PdfParagraphsChunker(PdfChunker):
     version = 2
     summary = "a paragraph of a PDF page (its lines' union box); headers and footers apart"
     media_types = frozenset({mt.PDF})
+    disclaims = outside_media_types  # its own fast answer: nothing outside media_types
     builtin = True
     opt_in = True
     page_extra = None  # or (page, textpage, frame) -> extra, called with the PDFium lock held

@@ -29,7 +29,7 @@ from dataclasses import replace
 from pydantic import Field, model_validator
 
 from ingest_pipeline import media_types as mt
-from ingest_pipeline.chunkers.base import ChunkerConfig
+from ingest_pipeline.chunkers.base import ChunkerConfig, outside_media_types
 from ingest_pipeline.chunkers.pdf.packing import (
     MODEL_LIMIT,
     SPECIALS,
@@ -311,6 +311,7 @@ class PdfPassagesChunker(PdfChunker):
         "the model reads it after its nearest heading, without its standalone numbers"
     )
     media_types = frozenset({mt.PDF})
+    disclaims = outside_media_types  # its own fast answer: nothing outside media_types
     builtin = True
     opt_in = True
     Config = PassageConfig
