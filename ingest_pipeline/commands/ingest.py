@@ -51,6 +51,7 @@ class IngestReport:
     seconds: float = 0.0
     paths: dict[str, str] = field(default_factory=dict)
     stages: list[dict[str, Any]] = field(default_factory=list)  # the progress table's final counts per column
+    repaired: list[str] = field(default_factory=list)  # damaged lake files set aside, rebuilt by this run
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -137,9 +138,12 @@ def ingest(
     started = time.perf_counter()
     instance = instance or instance_for(parts.settings.dagster_home)
     defs = build_definitions(parts.settings, parts.resources)  # the runs use these very resources
+    lake = parts.store.lake
+    repaired = lake.set_aside(lake.damaged())  # what they held is missing now: the stages write it again
     plan = plan_ingest(parts, defs, paths, instance, batch_size or parts.settings.run_batch, force)
     heard = run_plan(parts, defs, plan, instance, watcher, force)
     report_plan(parts, plan, heard)
+    plan.report.repaired = repaired
     plan.report.seconds = time.perf_counter() - started
     return plan.report
 

@@ -92,6 +92,9 @@ def summary_text(report, depth: int | None = None, tracebacks: dict[tuple[str, s
         f"{report.chunks} chunks in the served profile '{report.profile}'; {report.texts_embedded} texts "
         f"embedded, {report.texts_from_cache} cached; {report.seconds:.1f} s\n"
     )
+    for path in getattr(report, "repaired", []):
+        why = "not whole Parquet: set aside in the lake's _damaged/, rebuilt"
+        out.append(f"repaired {display_name(path)}  ({why})\n")
     for path in report.removed:
         out.append(f"removed  {display_name(path)}  (its rows left the lake and LanceDB)\n")
 
