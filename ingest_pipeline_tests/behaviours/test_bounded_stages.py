@@ -79,3 +79,27 @@ def test_a_16_mb_nested_markdown_finishes_its_chunk_map_token_work_in_bounded_ti
     assert result["tokenized"] < PASSES * result["chars"], result
     assert result["parts"] > 50_000  # every token of the document is in a part that fits
     assert result["last_line"] >= path.read_text().count("\n") - 2  # offsets reach the end
+
+
+def test_a_workbook_over_the_spreadsheet_limit_fails_alone_before_loading(data_dir):
+    """XLSX has its own size limit, the one the memory bench/large_inputs_bench.py measured
+    supports (the Office limit of Word and PowerPoint files is far larger)."""
+    import os
+    import zipfile
+
+    from ingest_pipeline.commands.ingest import ingest
+    from ingest_pipeline.resources import parts_for
+    from ingest_pipeline_tests.conftest import write
+
+    settings = load_settings(data_dir)
+    assert settings.max_bytes["spreadsheet"] < settings.max_bytes["office"]
+    with zipfile.ZipFile(data_dir / "sources" / "ledger.xlsx", "w", zipfile.ZIP_STORED) as book:
+        book.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types/>')
+        book.writestr("xl/workbook.xml", '<?xml version="1.0"?><workbook/>')
+        book.writestr("xl/media/scan.bin", os.urandom(settings.max_bytes["spreadsheet"] + MiB))
+    write(data_dir / "sources" / "notes.txt", "The ledger is closed every quarter.\n")
+    report = ingest(parts_for(str(data_dir)))
+    failed = {report.paths[d]: errs for d, errs in report.failed.items()}
+    assert [report.paths[d] for d in report.new] == ["notes.txt"]
+    assert list(failed) == ["ledger.xlsx"] and failed["ledger.xlsx"][0]["stage"] == "sources"
+    assert "over the spreadsheet limit of 16 MiB" in failed["ledger.xlsx"][0]["reason"]
