@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ingest_pipeline.contract import ChunkPiece, Layout, TableCell, TableLayout
+from ingest_pipeline.runtime.budget import check as budget_check
 
 _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"\n"), re.compile(r"[.!?;:](?=\s)"), re.compile(r"\s"))
 _PIPE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
@@ -143,6 +144,7 @@ def _prose_ranges(text: str, start: int, end: int, offsets: Offsets, budget: int
     pos, end = _strip(text, start, end)
     per_token = 6.0
     while pos < end:
+        budget_check()
         spans = _spans_from(offsets, text, pos, end, budget, per_token)
         if len(spans) <= budget:
             out.append((pos, end))

@@ -103,3 +103,26 @@ def test_a_workbook_over_the_spreadsheet_limit_fails_alone_before_loading(data_d
     assert [report.paths[d] for d in report.new] == ["notes.txt"]
     assert list(failed) == ["ledger.xlsx"] and failed["ledger.xlsx"][0]["stage"] == "sources"
     assert "over the spreadsheet limit of 16 MiB" in failed["ledger.xlsx"][0]["reason"]
+
+
+def test_a_document_over_the_chunk_map_time_budget_fails_alone_with_stage_and_budget(data_dir):
+    """The budget the run process gives one document's chunk map (``[limits] stage_timeout``):
+    a document over it is one errors row naming the stage and the budget; the batch goes on."""
+    from ingest_pipeline.commands.ingest import ingest
+    from ingest_pipeline.resources import parts_for
+    from ingest_pipeline_tests.conftest import write
+
+    nested_markdown(data_dir / "sources" / "deep.md", 3_000_000)
+    write(data_dir / "sources" / "guide.md", "# Pests\n\nWhitefly traps are checked every Monday.\n")
+    (data_dir / "ingest_pipeline.toml").write_text("[limits]\nstage_timeout = 1\n")
+    p = parts_for(str(data_dir))
+    assert p.settings.stage_timeout == 1
+    report = ingest(p)
+    failed = {report.paths[d]: errs for d, errs in report.failed.items()}
+    assert [report.paths[d] for d in report.new] == ["guide.md"]
+    assert list(failed) == ["deep.md"], failed
+    # one errors row per profile's chunk map, each naming its stage and the budget
+    stages = sorted(e["stage"] for e in failed["deep.md"])
+    assert stages == sorted(f"chunk_map/{profile.name}" for profile in p.settings.profiles), failed
+    for error in failed["deep.md"]:
+        assert error["reason"].startswith(f"{error['stage']}: over the time budget of 1 s per document")
