@@ -2,6 +2,7 @@
 ``-`` or terminal escape sequences ingests every document through the command line, keeps
 each name so the next run finds the same file, and prints no raw control character."""
 
+import json
 import os
 import subprocess
 import sys
@@ -65,6 +66,8 @@ def test_a_name_round_trips_so_the_next_run_finds_the_same_file(ingested):
     again = _cli(data, "ingest")
     assert again.returncode == 0, again.stderr.decode("utf-8", "replace")[-3000:]
     assert b"7 documents:  0 new  0 changed  7 cached  0 failed" in again.stdout + again.stderr
+    current = _cli(data, "ingest", "--json")  # every document's current marker holds: no run at all
+    assert current.returncode == 0 and json.loads(current.stdout)["run_ids"] == [], current.stdout[-2000:]
     write(data / "sources" / os.fsdecode(b"bad\xff\xfename.txt"), "Greenhouse vents open at one.\n")
     changed = _cli(data, "ingest")
     assert b"7 documents:  0 new  1 changed  6 cached  0 failed" in changed.stdout + changed.stderr
