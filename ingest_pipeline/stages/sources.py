@@ -48,6 +48,11 @@ def observe_source(
         ) from exc
 
 
+class SourceChanged(StageError):
+    """The file changed between its observation and its reading (while its ingest ran): a
+    transient failure, so the document is not marked current and the next run reads it anew."""
+
+
 class SourceUnavailable(StageError):
     """Reading a source failed in a way that may pass (network, bucket, timeout)."""
 
@@ -120,5 +125,5 @@ def source_bytes(source: dict[str, Any]) -> bytes:
     except FileNotFoundError:
         raise StageError(f"source file is gone: {source['path']}") from None
     if sha256_bytes(content) != source["sha256"]:
-        raise StageError("source bytes changed since they were observed; the next run picks them up")
+        raise SourceChanged("source bytes changed since they were observed; the next run picks them up")
     return content

@@ -80,3 +80,38 @@ def test_a_truncated_lake_file_is_named_then_set_aside_and_rebuilt(ingested):
     assert _count(data) == before
     found = _cli(data, "search", "irrigation pump at dawn")
     assert found.returncode == 0 and "pump.txt" in found.stdout.splitlines()[0], found.stdout
+
+
+def test_a_file_changed_while_its_ingest_runs_is_read_anew_by_the_next_ingest(data_dir, monkeypatch):
+    """The file is rewritten between its observation and its reading: that run fails it alone
+    (the bytes it observed are gone), and the next ingest reads the new bytes, not a marker that
+    calls the document current."""
+    from ingest_pipeline import stages
+    from ingest_pipeline.commands.ingest import ingest
+    from ingest_pipeline.resources import parts_for
+    from ingest_pipeline.stages import sources
+
+    changing = write(data_dir / "sources" / "log.txt", "Tomatoes were planted in March.\n")
+    write(data_dir / "sources" / "pump.txt", NOTES["pump.txt"])
+    observe = sources.observe_source
+
+    def observe_then_change(settings, store, document, *args, **kwargs):
+        outcome = observe(settings, store, document, *args, **kwargs)
+        if document.startswith("log-txt"):
+            changing.write_text("Cucumbers replaced the tomatoes in June.\n")
+        return outcome
+
+    monkeypatch.setattr(sources, "observe_source", observe_then_change)
+    monkeypatch.setattr(stages, "observe_source", observe_then_change)
+    first = ingest(parts_for(str(data_dir)))
+    failed = {first.paths[d]: errs for d, errs in first.failed.items()}
+    assert (
+        list(failed) == ["log.txt"] and "changed since they were observed" in failed["log.txt"][0]["reason"]
+    )
+    assert [first.paths[d] for d in first.new] == ["pump.txt"]
+    monkeypatch.setattr(sources, "observe_source", observe)
+    monkeypatch.setattr(stages, "observe_source", observe)
+    second = ingest(parts_for(str(data_dir)))
+    assert second.failed == {} and [second.paths[d] for d in second.new] == ["log.txt"]
+    found = _cli(data_dir, "search", "cucumbers in June")
+    assert found.returncode == 0 and "log.txt" in found.stdout.splitlines()[0], found.stdout
