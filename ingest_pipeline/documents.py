@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ingest_pipeline.identity import document_id
+from ingest_pipeline.identity import document_id, label_name
 from ingest_pipeline.settings import CONFIG_FILE, Settings, SourceFilter
 from ingest_pipeline.storage import object_store
 from ingest_pipeline.storage.object_store import is_candidate
@@ -63,12 +63,14 @@ def entry_for(settings: Settings, file_path: str, base: str | None = None) -> Do
         root = os.path.realpath(settings.source_root)
         if _inside(normalized, root):
             label = os.path.relpath(normalized, root).replace(os.sep, "/")
-            return DocumentEntry(document_id(f"sources:{label}", label), label, normalized, root)
+            return DocumentEntry(document_id(f"sources:{label}", label), label_name(label), normalized, root)
     folder = os.path.realpath(base) if base else None
     anchor = os.path.dirname(folder) if folder else os.path.dirname(normalized)
     label = os.path.relpath(normalized, anchor).replace(os.sep, "/")
     key = f"file:{normalized}"
-    return DocumentEntry(document_id(key, os.path.basename(normalized)), label, normalized, folder)
+    return DocumentEntry(
+        document_id(key, os.path.basename(normalized)), label_name(label), normalized, folder
+    )
 
 
 def _object_entry(settings: Settings, uri: str, base: str | None) -> DocumentEntry:

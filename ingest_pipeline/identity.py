@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import unicodedata
 from typing import Any
+from urllib.parse import quote_from_bytes, unquote_to_bytes
 
 _SLUG_DROP = re.compile(r"[^a-z0-9]+")
 
@@ -31,8 +34,67 @@ def document_id(key: str, label: str | None = None) -> str:
     """A partition-safe id (only ``[a-z0-9_-]``): a slug of ``label`` (the relative path)
     plus a short hash of ``key`` (what makes the document unique)."""
     slug = _SLUG_DROP.sub("-", (label or key).lower()).strip("-")[:60].strip("-")
-    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:10]
+    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:10]
     return f"{slug}-{digest}" if slug else digest
+
+
+# File names are data. A name the file system allows may hold bytes that are not UTF-8 (Python
+# keeps them as lone surrogates) and control characters. Stored, such a name is written as
+# ``fs-bytes:`` and its percent-escaped bytes, which round-trips; printed, it is escaped.
+_RAW_PREFIX = "fs-bytes:"
+
+
+def stored_name(name: str | None) -> str | None:
+    """A name as the lake and the catalog keep it: itself when it is valid UTF-8, otherwise
+    its raw bytes escaped (``real_name`` turns it back into the name the file system knows)."""
+    if not name:
+        return name
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return _RAW_PREFIX + quote_from_bytes(os.fsencode(name), safe="/")
+
+
+def real_name(stored: str | None) -> str | None:
+    """The file system's name for a stored name (the inverse of ``stored_name``)."""
+    if stored and stored.startswith(_RAW_PREFIX):
+        return os.fsdecode(unquote_to_bytes(stored[len(_RAW_PREFIX) :]))
+    return stored
+
+
+def label_name(name: str) -> str:
+    """A label that is valid UTF-8: bytes that are not UTF-8 are written as ``\\xNN``."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+_BIDI = frozenset("\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def display_name(text: object) -> str:
+    """Text safe to print: control characters (escape sequences, newlines, bidirectional
+    overrides) and bytes that are not UTF-8 are written as visible escapes, so a name cannot
+    move the cursor, recolour the terminal or set its title."""
+    text = str(text)
+    if text.isprintable() and text.isascii():
+        return text
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") or ch in _BIDI:
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 # One encoder for every canonical text (json.dumps with these options builds a new one per call).

@@ -30,6 +30,9 @@ DEFAULT_MAX_BYTES = {
     "delimited": 32 * MiB,
     "pdf": 256 * MiB,
     "office": 128 * MiB,
+    # XLSX/XLSM: a workbook's cells are held whole while its sheets are cut into tables; this is
+    # the size the memory measured by bench/large_inputs_bench.py supports within its budget
+    "spreadsheet": 16 * MiB,
     "image": 64 * MiB,
     "other": 64 * MiB,
 }
@@ -120,6 +123,9 @@ class Settings:
     # Readers and chunkers run in a worker process: seconds per call (0 = in process)
     # and the worker's address-space limit.
     parse_timeout: float = 300.0
+    # Seconds a stage may spend on one document's content in the run process (chunk maps, their
+    # token offsets and embedding texts; runtime/budget.py); 0: no budget
+    stage_timeout: float = 600.0
     parse_memory_bytes: int = 6 * 1024**3
     # How many documents the pages step reads at once, each in its own worker process
     # (a step of fewer than READ_ALONE documents reads them in one).
@@ -249,10 +255,8 @@ def _read_text(path: str) -> str | None:
 def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
     """Settings for a storage root, from its ``ingest_pipeline.toml`` and ``passwords.toml``."""
     root = object_store.absolute(os.fspath(data)) if data else default_data_dir()
-    config: dict[str, Any] = {}
     text = _read_text(object_store.join(root, CONFIG_FILE))
-    if text is not None:
-        config = tomllib.loads(text)
+    config: dict[str, Any] = tomllib.loads(text) if text is not None else {}
     profiles = list(builtin_profiles())
     for name, body in (config.get("profiles") or {}).items():
         if not _PROFILE_NAME.match(name):
@@ -307,6 +311,7 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         link_roots=link_roots,
         parse_timeout=float(os.environ.get("INGEST_PARSE_TIMEOUT") or limits.get("parse_timeout", 300.0)),
         parse_memory_bytes=int(limits.get("parse_memory_mib", 6 * 1024)) * 1024**2,
+        stage_timeout=float(os.environ.get("INGEST_STAGE_TIMEOUT") or limits.get("stage_timeout", 600.0)),
         read_workers=max(1, int(limits.get("read_workers", default_read_workers()))),
         embed_batch=int(config.get("embed_batch", Settings.embed_batch)),
         embed_workers=max(1, int(config.get("embed_workers", available_cpus()))),

@@ -21,6 +21,7 @@ from dagster import (
     MetadataValue,
 )
 
+from ingest_pipeline.identity import display_name
 from ingest_pipeline.runtime import progress
 from ingest_pipeline.runtime.collector import fewer_collections
 from ingest_pipeline.settings import Settings
@@ -165,7 +166,7 @@ def _told(context: AssetExecutionContext, results: Iterable[Outcome]) -> list[Ou
     asset = context.asset_key.to_user_string()
     for outcome in results:
         if outcome.status == "failed":
-            context.log.warning(f"{outcome.document}: {outcome.detail.get('reason')}")
+            context.log.warning(f"{outcome.document}: {display_name(outcome.detail.get('reason'))}")
         progress.report(asset, outcome)  # live progress for an in-process run (the CLI)
         outcomes.append(outcome)
     return outcomes
@@ -182,7 +183,7 @@ def _value(value: Any) -> Any:
         return MetadataValue.int(value)
     if isinstance(value, float):
         return MetadataValue.float(value)
-    return MetadataValue.text(str(value))
+    return MetadataValue.text(display_name(value))  # a name in it is printed escaped
 
 
 def outcome_metadata(outcome: Outcome, extra: Mapping[str, Any] | None = None) -> dict[str, MetadataValue]:
@@ -192,7 +193,7 @@ def outcome_metadata(outcome: Outcome, extra: Mapping[str, Any] | None = None) -
     if status == "failed":
         stage = outcome.detail.get("stage")
         reason = outcome.detail.get("reason") or outcome.detail.get("error") or "failed"
-        headline = f"FAILED{' in ' + stage if stage else ''}: {reason}"
+        headline = f"FAILED{' in ' + stage if stage else ''}: {display_name(reason)}"
     else:
         headline = STATUS_TEXT.get(status, status)
     metadata: dict[str, MetadataValue] = {"status": MetadataValue.text(headline)}

@@ -42,6 +42,7 @@ from ingest_pipeline.resources import (
     StoreResource,
 )
 from ingest_pipeline.runtime import progress
+from ingest_pipeline.runtime.budget import stage_budget
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.chunk_checks import chunk_map_findings, chunk_row_findings, page_text_finding
 from ingest_pipeline.stages.index import index_findings
@@ -108,10 +109,11 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
         model = embedder.for_profile(profile.name)  # chunks are sized in its tokens
 
         def build(doc: str):
-            return stages.guarded(
-                st, stage, doc, context.run_id, stages.build_chunk_map,
-                st, registry, profile, model, doc, context.run_id, force=force,
-            )  # fmt: skip
+            with stage_budget(stage, settings.stage_timeout):
+                return stages.guarded(
+                    st, stage, doc, context.run_id, stages.build_chunk_map,
+                    st, registry, profile, model, doc, context.run_id, force=force,
+                )  # fmt: skip
 
         outcomes = for_each_document(context, keys, build)
         if indexed and runs_step_here(context, settings, embeddings_key(profile.name)):

@@ -105,8 +105,13 @@ def _serve_arguments(cmd: argparse.ArgumentParser) -> None:
 
 def cmd_query(args) -> int:
     from ingest_pipeline.storage.catalog import analyst_query
+    from ingest_pipeline.storage.damage import lake_damage
 
     p = _parts(args)
+    damage = lake_damage(p.lake)
+    if damage:
+        print(damage, file=sys.stderr)
+        return 2
     table = analyst_query(p.lake, p.settings.catalog_path, args.sql)
     rows = table.to_pylist()
     if args.json:

@@ -56,6 +56,7 @@ class IngestReport:
     failed_steps: list[dict[str, str]] = field(default_factory=list)
     # The exception that stopped the ingest before its end, if any (the report is partial).
     interrupted: str | None = None
+    repaired: list[str] = field(default_factory=list)  # damaged lake files set aside, rebuilt by this run
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -146,8 +147,11 @@ def ingest(
     started = time.perf_counter()
     instance = instance or instance_for(parts.settings.dagster_home)
     defs = build_definitions(parts.settings, parts.resources)  # the runs use these very resources
+    lake = parts.store.lake
+    repaired = lake.set_aside(lake.damaged())  # what they held is missing now: the stages write it again
     batch_size = batch_size or parts.settings.run_batch
     plan = plan_ingest(parts, defs, paths, instance, batch_size, force, sources)
+    plan.report.repaired = repaired
     heard: dict[str, dict[str, DocumentEvent]] = {}
     try:
         run_plan(parts, defs, plan, instance, watcher, force, heard)

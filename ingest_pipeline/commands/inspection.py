@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from ingest_pipeline.identity import display_name, real_name
 from ingest_pipeline.storage import queries
 from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.storage.lake import Lake
@@ -36,7 +37,7 @@ def source_record(source: dict[str, Any]) -> dict[str, Any]:
     """The source row with its bytes (as they are on disk now) and, when they are UTF-8, its text."""
     record = {"record": "source", **source}
     try:
-        with open(source["uri"], "rb") as handle:
+        with open(real_name(source["uri"]), "rb") as handle:
             content = handle.read()
     except OSError:
         record["content"] = None
@@ -316,8 +317,12 @@ def render(
         if kind == "source":
             grid = Table.grid(padding=(0, 2))
             for name in ("document_id", "media_type", "bytes", "sha256", "mtime", "uri", "run_id"):
-                grid.add_row(Text(name, style="dim"), Text(str(record.get(name)), overflow="fold"))
-            console.print(Panel(grid, title=escape(record["path"]), title_align="left", border_style="blue"))
+                grid.add_row(Text(name, style="dim"), Text(display_name(record.get(name)), overflow="fold"))
+            console.print(
+                Panel(
+                    grid, title=escape(display_name(record["path"])), title_align="left", border_style="blue"
+                )
+            )
             if show_source_text:
                 if record.get("text") is not None:
                     text, _ = limit_lines(record["text"], content_lines)
@@ -342,10 +347,12 @@ def render(
             else:
                 text, _ = limit_lines(body or "", content_lines)
                 shown = Text(text)
-            console.print(Panel(shown, title=escape(title), title_align="left", border_style="cyan"))
+            console.print(
+                Panel(shown, title=escape(display_name(title)), title_align="left", border_style="cyan")
+            )
             grid = Table.grid(padding=(0, 2))
             for name, value in _fields(record, max_tokens, content_lines):
-                grid.add_row(Text(name, style="dim"), Text(str(value), overflow="fold"))
+                grid.add_row(Text(name, style="dim"), Text(display_name(value), overflow="fold"))
             console.print(grid)
         elif kind == "empty":
             console.print(Text(record["reason"], style="yellow"))

@@ -7,7 +7,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from ingest_pipeline.identity import sha256_bytes
+from ingest_pipeline.identity import real_name, sha256_bytes
 from ingest_pipeline.storage.catalog import query
 
 if TYPE_CHECKING:
@@ -53,8 +53,8 @@ def explain_chunk(
     for row in rows:
         claim_asset = ["chunks", row["chunker"].replace("@", "_v")]
         verified = None
-        if row["uri"] and os.path.exists(row["uri"]):
-            with open(row["uri"], "rb") as handle:
+        if row["uri"] and os.path.exists(real_name(row["uri"])):
+            with open(real_name(row["uri"]), "rb") as handle:
                 verified = sha256_bytes(handle.read()) == row["source_sha256"]
         explained.append(
             {

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ingest_pipeline.identity import display_name
+
 
 def as_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=jsonable)
@@ -21,7 +23,7 @@ def jsonable(value: Any):
 def table(columns: list[str], rows: list[dict[str, Any]], width: int = 60) -> str:
     def cell(v: Any) -> str:
         text = jsonable(v) if isinstance(v, bytes) else ("" if v is None else str(v))
-        text = text.replace("\n", " ")
+        text = display_name(text.replace("\n", " "))
         return text if len(text) <= width else text[: width - 1] + "…"
 
     cells = [[cell(r[c]) for c in columns] for r in rows]

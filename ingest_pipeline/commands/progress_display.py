@@ -7,6 +7,7 @@ import sys
 import time
 from typing import TextIO
 
+from ingest_pipeline.identity import display_name
 from ingest_pipeline.runtime.progress import Column, DocumentEvent, StageBoard, kind_of
 
 _ROW_STYLE = {"new": "green", "changed": "yellow", "cached": "cyan", "failed": "red"}
@@ -43,11 +44,12 @@ class LiveTable:
         self.live.start()
 
     def changed(self, board: StageBoard, event: DocumentEvent, done: tuple[Column, str] | None) -> None:
-        name = board.paths.get(event.document, event.document)
+        name = display_name(board.paths.get(event.document, event.document))
         if done and done[1] == "failed":
-            self.last = f"{done[0].name}: {name} failed: {event.detail.get('reason', '')}"
+            self.last = f"{done[0].name}: {name} failed: {display_name(event.detail.get('reason', ''))}"
         elif event.status == "failed":
-            self.last = f"{event.asset}: {name}: {event.detail.get('error') or event.detail.get('reason')}"
+            reason = display_name(event.detail.get("error") or event.detail.get("reason"))
+            self.last = f"{event.asset}: {name}: {reason}"
 
     def finished(self, board: StageBoard) -> None:
         if self.live is not None:
@@ -86,12 +88,12 @@ class PlainLines:
         self.stream.flush()
 
     def changed(self, board: StageBoard, event: DocumentEvent, done: tuple[Column, str] | None) -> None:
-        name = board.paths.get(event.document, event.document)
+        name = display_name(board.paths.get(event.document, event.document))
         if done is not None:
             column, state = done
             extra = ""
             if state == "failed":
-                extra = f": {event.asset}: {event.detail.get('reason', '')}"
+                extra = f": {event.asset}: {display_name(event.detail.get('reason', ''))}"
             elif column.name == "Reading":
                 extra = f", {board.pages.get(event.document, 0)} pages"
             elif column.name == "Embedding" and state != "skipped":
@@ -103,7 +105,7 @@ class PlainLines:
         elif event.status == "failed" and kind_of(event.asset) == "chunks":
             self.stream.write(
                 f"{'Chunking':<9}   warning  {name}  {event.asset}: "
-                f"{event.detail.get('error') or event.detail.get('reason')}\n"
+                f"{display_name(event.detail.get('error') or event.detail.get('reason'))}\n"
             )
         else:
             return

@@ -50,8 +50,13 @@ def search_results(p, args) -> list[dict[str, Any]]:
 
 def run_search(args, p) -> int:
     from ingest_pipeline.retrieval.filters import FilterError
+    from ingest_pipeline.storage.damage import index_damage, lake_damage
     from ingest_pipeline.storage.vector_index import EmbedderMismatch
 
+    damage = lake_damage(p.lake) or index_damage(p.lake, p.index, args.profile or p.settings.default_profile)
+    if damage:
+        print(damage, file=sys.stderr)
+        return 2
     try:
         hits = search_results(p, args)
     except (NotIndexed, KeyError, EmbedderMismatch, FilterError) as exc:

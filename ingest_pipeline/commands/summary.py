@@ -8,6 +8,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ingest_pipeline.identity import display_name
+
 STATUSES = ("new", "changed", "cached", "failed")
 STYLES = {"new": "green", "changed": "yellow", "cached": "cyan", "failed": "red"}
 # The report's word for a document nothing was recomputed for is "unchanged"; here it is cached.
@@ -65,7 +67,7 @@ def summary_text(report, depth: int | None = None, tracebacks: dict[tuple[str, s
     """The summary as a rich ``Text`` (styles are dropped when the console has no colour)."""
     from rich.text import Text
 
-    statuses = [(report.paths.get(doc, doc), report.status_of(doc)) for doc in report.paths]
+    statuses = [(display_name(report.paths.get(doc, doc)), report.status_of(doc)) for doc in report.paths]
     root = build_tree(statuses)
     out = Text()
     lines = tree_lines(root, depth)
@@ -90,29 +92,35 @@ def summary_text(report, depth: int | None = None, tracebacks: dict[tuple[str, s
         f"{report.chunks} chunks in the served profile '{report.profile}'; {report.texts_embedded} texts "
         f"embedded, {report.texts_from_cache} cached; {report.seconds:.1f} s\n"
     )
+    for path in getattr(report, "repaired", []):
+        why = "not whole Parquet: set aside in the lake's _damaged/, rebuilt"
+        out.append(f"repaired {display_name(path)}  ({why})\n")
     for path in report.removed:
-        out.append(f"removed  {path}  (its rows left the lake and LanceDB)\n")
+        out.append(f"removed  {display_name(path)}  (its rows left the lake and LanceDB)\n")
     for step in getattr(report, "failed_steps", []):
         out.append("failed   ", style="red")
         out.append(f"step {step['step']}: {step['reason']}\n")
     if getattr(report, "interrupted", None):
         out.append("stopped  ", style="red")
         out.append(f"{report.interrupted} (this summary counts what finished before)\n")
-    name = report.paths.get
+
+    def name(doc: str, default: str) -> str:
+        return display_name(report.paths.get(doc, default))
+
     for doc, errors in sorted(report.failed.items(), key=lambda kv: name(kv[0], kv[0])):
         for error in errors:
             out.append("failed   ", style="red")
-            out.append(f"{name(doc, doc)}  {error['stage']}: {error['reason']}\n")
+            out.append(f"{name(doc, doc)}  {error['stage']}: {display_name(error['reason'])}\n")
             detail = (tracebacks or {}).get((doc, error["stage"]))
             if detail:
                 out.append("    " + detail.rstrip().replace("\n", "\n    ") + "\n", style="dim")
     for doc, reason in sorted(getattr(report, "empty", {}).items(), key=lambda kv: name(kv[0], kv[0])):
-        out.append(f"empty    {name(doc, doc)}  {reason} (nothing to chunk; not an error)\n")
+        out.append(f"empty    {name(doc, doc)}  {display_name(reason)} (nothing to chunk; not an error)\n")
     for doc, errors in sorted(report.warnings.items(), key=lambda kv: name(kv[0], kv[0])):
         for error in errors:
             out.append("warning  ", style="yellow")
             out.append(
-                f"{name(doc, doc)}  {error['stage']}: {error['reason']} "
+                f"{name(doc, doc)}  {error['stage']}: {display_name(error['reason'])} "
                 f"(its pages went to the next chunker in order)\n"
             )
             detail = (tracebacks or {}).get((doc, error["stage"]))

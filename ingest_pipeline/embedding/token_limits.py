@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ingest_pipeline.contract import ChunkPiece, Layout, TableCell, TableLayout
+from ingest_pipeline.runtime.budget import check as budget_check
 
 _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"\n"), re.compile(r"[.!?;:](?=\s)"), re.compile(r"\s"))
 _PIPE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
@@ -93,10 +94,15 @@ def bounded_counts(
     return [next(counted) if len(t) <= long else count_tokens(offsets, t) + 2 for t in texts]
 
 
-def _spans_from(offsets: Offsets, text: str, start: int, end: int, need: int) -> list[tuple[int, int]]:
+def _spans_from(
+    offsets: Offsets, text: str, start: int, end: int, need: int, per_token: float = 6.0
+) -> list[tuple[int, int]]:
     """At least ``need`` + 1 token spans of text[start:end] from ``start`` (absolute
-    positions), or all of them when there are fewer, tokenizing a growing window."""
-    size = max(256, need * 6)  # about five characters a token in prose; grows when short
+    positions), or all of them when there are fewer, tokenizing a growing window of about
+    ``per_token`` characters a token (prose has about five; text of one-character tokens,
+    nested quote markers, far fewer, and a window sized for prose would tokenize several
+    times what is needed)."""
+    size = max(256, int(need * per_token))  # grows when short
     spans: list[tuple[int, int]] = []
     pos = start
     while pos < end:
@@ -136,19 +142,25 @@ def _prose_ranges(text: str, start: int, end: int, offsets: Offsets, budget: int
     best break inside each token window."""
     out: list[tuple[int, int]] = []
     pos, end = _strip(text, start, end)
+    per_token = 6.0
     while pos < end:
-        spans = _spans_from(offsets, text, pos, end, budget)
+        budget_check()
+        spans = _spans_from(offsets, text, pos, end, budget, per_token)
         if len(spans) <= budget:
             out.append((pos, end))
             break
         window_end = spans[budget - 1][1]
+        # the characters a token of the window just read took, with room: the next window's size
+        per_token = min(6.0, max(1.5, 1.25 * (window_end - pos) / budget))
         cut = _best_break(text, spans[0][0], window_end)
         if cut <= pos:
             cut = window_end
         a, b = _strip(text, pos, cut)
         inside_word = cut < end and not text[cut - 1].isspace() and not text[cut].isspace()
-        while inside_word and b > a and len(offsets(text[a:b])) > budget:  # a cut word retokenizes
+        while inside_word and b > a:  # a cut word retokenizes
             own = offsets(text[a:b])
+            if len(own) <= budget:
+                break
             b = a + own[budget - 1][1]
         if b > a:
             out.append((a, b))
@@ -341,6 +353,7 @@ def split_to_limit(piece: ChunkPiece, offsets: Offsets, max_tokens: int) -> list
     atoms, headers, grid_header = _atoms(piece, offsets, budget)
     parts = _pack(atoms, headers, budget, text, offsets)
     out = []
+    lines = _LineCursor(text)
     for number, part in enumerate(parts, start=1):
         a, b = part.atoms[0].start, part.atoms[-1].end
         body = text[a:b]
@@ -363,7 +376,7 @@ def split_to_limit(piece: ChunkPiece, offsets: Offsets, max_tokens: int) -> list
                 layout = _grid_part_layout(piece.layout, rows, grid_header)
                 split["rows"] = [rows[0], rows[-1]]
         meta = {**piece.meta, "token_split": split}
-        meta.update(_offsets_meta(piece, a, b, head, len(part_text)))
+        meta.update(_offsets_meta(piece, a, b, head, len(part_text), lines))
         out.append(
             replace(
                 piece,
@@ -415,7 +428,24 @@ def _grid_part_layout(layout: Layout | None, rows: list[int], header_rows: int) 
     )
 
 
-def _offsets_meta(piece: ChunkPiece, a: int, b: int, head, chars: int) -> dict[str, Any]:
+class _LineCursor:
+    """Line numbers of positions in a text asked in about increasing order: each answer
+    counts the newlines from the last position asked, not from the start (a document cut
+    into many parts would otherwise be counted again for each of them)."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.pos, self.line = text, 0, 0
+
+    def __call__(self, pos: int) -> int:
+        if pos >= self.pos:
+            self.line += self.text.count("\n", self.pos, pos)
+        else:
+            self.line -= self.text.count("\n", pos, self.pos)
+        self.pos = pos
+        return self.line
+
+
+def _offsets_meta(piece: ChunkPiece, a: int, b: int, head, chars: int, lines: _LineCursor) -> dict[str, Any]:
     """True offsets for a part of a piece that states where it sits in its document
     (Markdown: ``start_char``/``end_char``, ``start_line``/``end_line``): the part's own
     source range, and where its repeated header came from."""
@@ -423,12 +453,11 @@ def _offsets_meta(piece: ChunkPiece, a: int, b: int, head, chars: int) -> dict[s
     start, end = meta.get("start_char"), meta.get("end_char")
     if not isinstance(start, int) or not isinstance(end, int) or end - start != len(piece.text):
         return {}
-    text = piece.text
     out: dict[str, Any] = {"start_char": start + a, "end_char": start + b, "chars": chars}
     first_line = meta.get("start_line")
     if isinstance(first_line, int):
-        out["start_line"] = first_line + text.count("\n", 0, a)
-        out["end_line"] = first_line + text.count("\n", 0, max(a, b - 1))
+        out["start_line"] = first_line + lines(a)
+        out["end_line"] = first_line + lines(max(a, b - 1))
     if head:
         out["repeated_header_chars"] = [start + head[0], start + head[1]]
     return out

@@ -12,6 +12,7 @@ from typing import Any
 from ingest_pipeline.contract import ChunkPiece
 from ingest_pipeline.embedding.port import Embedder
 from ingest_pipeline.embedding.token_limits import bounded_counts, split_to_limit
+from ingest_pipeline.runtime.budget import check as budget_check
 from ingest_pipeline.runtime.memo import BoundedMemo
 from ingest_pipeline.settings import Profile
 
@@ -160,7 +161,11 @@ class Expander:
         )
         if self.title:
             pieces = [replace(p, embed_text=e) for p, e in zip(pieces, embeds)]
-        return [[piece] if ok else self.fit(piece) for piece, ok in zip(pieces, passes)]
+        out = []
+        for piece, ok in zip(pieces, passes):
+            budget_check()
+            out.append([piece] if ok else self.fit(piece))
+        return out
 
 
 def _prefix_apart(text: str | None, embed: str | None) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ingest_pipeline import media_types
 from ingest_pipeline.documents import DocumentEntry, UntrustedSource, check_trusted
-from ingest_pipeline.identity import sha256_bytes
+from ingest_pipeline.identity import real_name, sha256_bytes, stored_name
 from ingest_pipeline.settings import Settings
 from ingest_pipeline.stages.common import (
     STAGE_VERSIONS,
@@ -46,6 +46,11 @@ def observe_source(
             f"could not read {entry.path} now ({type(exc).__name__}: {exc}); its previous "
             "rows stay served and the next run tries again"
         ) from exc
+
+
+class SourceChanged(StageError):
+    """The file changed between its observation and its reading (while its ingest ran): a
+    transient failure, so the document is not marked current and the next run reads it anew."""
 
 
 class SourceUnavailable(StageError):
@@ -87,7 +92,7 @@ def _observe(settings: Settings, store: Store, entry: DocumentEntry, run_id: str
     row = {
         "document_id": document,
         "path": entry.path,
-        "uri": entry.uri,
+        "uri": stored_name(entry.uri),
         "media_type": media,
         "bytes": stat.size,
         "sha256": sha,
@@ -116,9 +121,9 @@ def load_source(store: Store, document: str) -> tuple[dict[str, Any], dict[str, 
 def source_bytes(source: dict[str, Any]) -> bytes:
     """The bytes the source row describes; refuses bytes that changed since."""
     try:
-        content = object_store.read_bytes(source["uri"])
+        content = object_store.read_bytes(real_name(source["uri"]))
     except FileNotFoundError:
         raise StageError(f"source file is gone: {source['path']}") from None
     if sha256_bytes(content) != source["sha256"]:
-        raise StageError("source bytes changed since they were observed; the next run picks them up")
+        raise SourceChanged("source bytes changed since they were observed; the next run picks them up")
     return content

@@ -34,7 +34,7 @@ from ingest_pipeline.storage.store import Store
 
 # Failures that depend on the machine's load, the run or the network, not on the document:
 # a document that has one is never marked current, so the next run retries it.
-TRANSIENT_ERRORS = {"ParseLimitExceeded", "SourceUnavailable"}
+TRANSIENT_ERRORS = {"ParseLimitExceeded", "SourceUnavailable", "SourceChanged"}
 
 
 def run_identity(parts) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -16,6 +17,7 @@ from pyarrow import fs as pafs
 from ingest_pipeline.runtime.memo import BoundedMemo
 
 _META_KEY = b"ingest_pipeline"
+DAMAGED = "_damaged"  # where damaged files are set aside (no view reads it)
 
 
 def _meta_json(meta: dict[str, Any]) -> str:
@@ -174,6 +176,36 @@ class Lake:
         for info in self.fs.get_file_info(selector):
             if info.type == pafs.FileType.File and info.path.endswith(".parquet"):
                 yield info.path
+
+    def damaged(self) -> list[str]:
+        """The lake's local files that are not whole Parquet (no footer: a write cut short, a
+        file truncated by hand or by a full disk), as paths relative to the lake. Reading
+        one fails every view over its table, so they are found before anything reads."""
+        if not self._local:
+            return []
+        found = []
+        for folder, dirs, files in os.walk(self.root):
+            dirs[:] = [d for d in dirs if d != DAMAGED]
+            for name in files:
+                if name.endswith(".parquet"):
+                    path = os.path.join(folder, name)
+                    with open(path, "rb") as handle:
+                        if _footer(handle) is None:
+                            found.append(os.path.relpath(path, self.root))
+        return sorted(found)
+
+    def set_aside(self, relative: Iterable[str]) -> list[str]:
+        """Move damaged files out of every table into ``_damaged/`` (kept for a person to look
+        at, named so no view reads them); what a stage wrote there is then missing, so the
+        next run of that stage writes it again from the sources."""
+        moved = []
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        for rel in relative:
+            target = os.path.join(self.root, DAMAGED, f"{rel}.{stamp}.damaged")
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.replace(os.path.join(self.root, rel), target)
+            moved.append(rel)
+        return moved
 
     def subtables(self, table: str) -> list[str]:
         selector = pafs.FileSelector(f"{self.root}/{table}", recursive=False, allow_not_found=True)

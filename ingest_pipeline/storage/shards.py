@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from ingest_pipeline.identity import real_name, stored_name
 from ingest_pipeline.storage.shard_keys import (
     Listed,
     ShardScheme,
@@ -80,7 +81,7 @@ def read_manifest(store: Store, scheme: ShardScheme, shard: str) -> dict[str, tu
     return {
         d: (p, u, s, m)
         for d, p, u, s, m in zip(
-            cols["document_id"], cols["path"], cols["uri"], cols["size"], cols["mtime_ns"]
+            cols["document_id"], cols["path"], map(real_name, cols["uri"]), cols["size"], cols["mtime_ns"]
         )
     }
 
@@ -96,7 +97,7 @@ def write_manifest(
             {
                 "document_id": [d for d, _ in rows],
                 "path": [e.path for _, e in rows],
-                "uri": [e.uri for _, e in rows],
+                "uri": [stored_name(e.uri) for _, e in rows],
                 "size": [e.size for _, e in rows],
                 "mtime_ns": [e.mtime_ns for _, e in rows],
             },

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from ingest_pipeline.contract import ChunkPiece, Layout, LocatedLine, PageOutput
 from ingest_pipeline.documents import DocumentEntry
+from ingest_pipeline.identity import real_name, stored_name
 from ingest_pipeline.storage import tables
 from ingest_pipeline.storage.lake import Lake
 from ingest_pipeline.storage.stage_names import StageName
@@ -136,8 +137,8 @@ def _entry_row(entry: DocumentEntry, at: Any) -> dict[str, Any]:
     return {
         "document_id": entry.document_id,
         "path": entry.path,
-        "uri": entry.uri,
-        "root": entry.root,
+        "uri": stored_name(entry.uri),
+        "root": stored_name(entry.root),
         "registered_at": at,
     }
 
@@ -188,7 +189,9 @@ class Store:
         if table is None or table.num_rows == 0:
             return None
         row = table.to_pylist()[0]
-        return DocumentEntry(row["document_id"], row["path"], row["uri"], row.get("root"))
+        return DocumentEntry(
+            row["document_id"], row["path"], real_name(row["uri"]), real_name(row.get("root"))
+        )
 
     def inventory(self) -> dict[str, DocumentEntry]:
         entries = {}
