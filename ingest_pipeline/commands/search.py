@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ingest_pipeline.commands.output import as_json
+from ingest_pipeline.identity import display_name
 
 
 def _box(bbox) -> str:
@@ -18,11 +19,6 @@ def _box(bbox) -> str:
 
 class NotIndexed(Exception):
     """A search named a profile that is not indexed."""
-
-
-def _plain(text: str) -> str:
-    """Text safe for a terminal: control characters shown as escapes, never acted on."""
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
 def search_results(p, args) -> list[dict[str, Any]]:
@@ -83,7 +79,7 @@ def _print_results(args, hits: list[dict[str, Any]]) -> None:
 
     for rank, hit in enumerate(hits, 1):
         page = f"  page {hit['page']}" if hit.get("page") is not None else ""
-        where = f"{_plain(hit['path'])}{page}  {_box(hit['bbox']) or hit['bbox_reason']}"
+        where = f"{display_name(hit['path'])}{page}  {_box(hit['bbox']) or hit['bbox_reason']}"
         document = hit.get("document") or {}
         about = ", ".join(str(document[k]) for k in ("organisation", "period", "kind") if document.get(k))
         print(
@@ -94,12 +90,12 @@ def _print_results(args, hits: list[dict[str, Any]]) -> None:
             text = " ".join((passage["text"] or "").split())
             box = _box(passage.get("bbox"))
             lead = box + "  " if box and passage is not hit else ""
-            print(f"   {lead}{_plain(text[:200])}{'…' if len(text) > 200 else ''}")
+            print(f"   {lead}{display_name(text[:200])}{'…' if len(text) > 200 else ''}")
             if args.group == "none":
                 break
         for part in hit.get("context") or []:
             spot = f"page {part['page']}" + (f" chunk {part['chunk_id']}" if part.get("chunk_id") else "")
-            print(f"   context [{spot}]: {_plain(' '.join(part['text'].split())[:300])}")
+            print(f"   context [{spot}]: {display_name(' '.join(part['text'].split())[:300])}")
         if args.explain and hit.get("lineage"):
             print("   " + format_chain(hit["lineage"]).replace("\n", "\n   "))
 

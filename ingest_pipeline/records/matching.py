@@ -5,7 +5,6 @@ documents, before the second over their passages."""
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -60,18 +59,11 @@ class DocumentPrior:
     def __init__(self, records: Iterable[Mapping]) -> None:
         self.records = {r["document_id"]: r for r in records}
         self._keys: dict[str, set[str]] = {}
-        self._words: dict[str, set[str]] = {}
-        holders: dict[str, set[str]] = defaultdict(set)  # word -> organisations that use it
         for doc, record in self.records.items():
             names = [n for n in (record.get("names") or []) if n] or (
                 [record["organisation"]] if record.get("organisation") else []
             )
             self._keys[doc] = {k for k in (name_key(n) for n in names) if len(k) >= 2}
-            self._words[doc] = {w for n in names for w in _words(n) if w not in _FORMS and len(w) >= 3}
-            group = min(self._keys[doc]) if self._keys[doc] else doc
-            for word in self._words[doc]:
-                holders[word].add(group)
-        self._spread = {w: len(g) for w, g in holders.items()}
 
     def organisation_score(self, doc: str, cues: QueryCues) -> float:
         keys = self._keys.get(doc, set())

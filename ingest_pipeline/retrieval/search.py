@@ -86,7 +86,7 @@ class Searcher:
         return self._prior
 
     def record(self, document: str) -> dict[str, Any] | None:
-        return next((r for r in self.records if r["document_id"] == document), None)
+        return self.prior.records.get(document)
 
     def search(self, request: Request, vector: Sequence[float] | None = None) -> Result:
         """Hits for ``request``; ``vector`` the query's embedding when the caller has it."""

@@ -51,9 +51,9 @@ def describe_document(
 ) -> dict[str, Any]:
     """Read (or keep) the document's record; returns its fields for the partition's metadata."""
     sidecar = sidecar_bytes(source)
-    overrides = {g: f for g, f in settings.document_fields.items()}
+    overrides = settings.document_fields
     fingerprint = sha256_text(
-        canonical_json([RECORD_VERSION, pages_fingerprint, overrides, sha256_text(repr(sidecar))])
+        canonical_json([RECORD_VERSION, pages_fingerprint, dict(overrides), sha256_text(repr(sidecar))])
     )
     previous = store.record_meta(document)
     if previous and previous.get("fingerprint") == fingerprint and previous.get("fields"):
