@@ -47,10 +47,16 @@ class WordCounter:
         self._known: dict[str, int] = {}
         self._lock = threading.Lock()
 
+    # Texts per tokenizer call: every encoding of a call is alive at once (ids, offsets,
+    # tokens, masks), and a sheet of numbers brings hundreds of thousands of new words.
+    BATCH = 4096
+
     def _tokenize(self, texts: list[str]) -> list[int]:
-        if not texts:
-            return []
-        return [len(e.ids) for e in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
+        counts: list[int] = []
+        for start in range(0, len(texts), self.BATCH):
+            batch = texts[start : start + self.BATCH]
+            counts += [len(e.ids) for e in self.tokenizer.encode_batch_fast(batch, add_special_tokens=False)]
+        return counts
 
     def counts(self, texts: Sequence[str]) -> list[int]:
         if not self._by_words:
@@ -59,9 +65,11 @@ class WordCounter:
             known = self._known
             split = [None if _JOINS.search(t) else t.split() for t in texts]
             new = list({w for words in split if words is not None for w in words if w not in known})
+            if new and len(known) + len(new) > self.LIMIT:
+                # forgotten at once, so every word of this batch is new again
+                known.clear()
+                new = list({w for words in split if words is not None for w in words})
             if new:
-                if len(known) + len(new) > self.LIMIT:
-                    known.clear()
                 known.update(zip(new, self._tokenize(new)))
             whole = iter(self._tokenize([t for t, words in zip(texts, split) if words is None]))
             out = [

@@ -75,6 +75,18 @@ def test_kept_words_stay_bounded_and_long_words_are_counted_but_not_kept():
     assert counter.counts(["valve3 sensor39"]) == whole(tokenizer, ["valve3 sensor39"])
 
 
+def test_a_batch_that_overflows_the_kept_words_counts_the_words_it_shares_with_earlier_ones():
+    """Forgetting every kept word makes the known words of the batch new again (a 300,000-row
+    sheet's numbers once overflowed the words kept, and its shared words were lost)."""
+    tokenizer = model_tokenizer()
+    counter = WordCounter(tokenizer)
+    counter.LIMIT = 50
+    first = [f"payment {i} for supplies" for i in range(30)]
+    assert counter.counts(first) == whole(tokenizer, first)
+    second = [f"payment {i} for supplies" for i in range(30, 60)]  # overflows; shares three words
+    assert counter.counts(second) == whole(tokenizer, second)
+
+
 def test_a_tokenizer_that_is_not_bert_wordpiece_is_asked_for_whole_texts():
     other = Tokenizer.from_str(model_tokenizer().to_str())
     other.pre_tokenizer = pre_tokenizers.Metaspace()
