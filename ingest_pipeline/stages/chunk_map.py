@@ -16,6 +16,7 @@ from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.embedding.port import Embedder
 from ingest_pipeline.identity import chunk_id
 from ingest_pipeline.registry import ChunkerRegistry
+from ingest_pipeline.runtime.budget import check as budget_check
 from ingest_pipeline.runtime.faults import crash_point
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.chunk_checks import table_grid_problem
@@ -41,6 +42,10 @@ from ingest_pipeline.stages.pages import load_pages
 from ingest_pipeline.stages.sources import load_source
 from ingest_pipeline.storage import tables
 from ingest_pipeline.storage.store import Store
+
+# A chunk map of more rows is not held for its checks as Python rows beside everything
+# the build still holds: they read it back from the lake.
+KEEP_ROWS_UP_TO = 5000
 
 
 def empty_reason(store: Store, profile: str, document: str) -> str | None:
@@ -118,6 +123,8 @@ def build_chunk_map(
     crash_point("chunk_maps")
     if no_chunks and not empty:
         raise NoChunks(no_chunks)
+    if written.num_rows > KEEP_ROWS_UP_TO:  # the checks read a big map back, once this is freed
+        return Outcome(document, "empty" if empty else "new", summary)
     # the rows as chunk_rows reads them back; the image bytes leave the rows the checks read
     kept = {
         "rows": written.drop_columns(["image"]).to_pylist(),
@@ -153,6 +160,7 @@ def _chunk_table(
     for i, (page, text, chunker, cfg) in enumerate(
         zip(page_list, texts, merged.column("chunker").to_pylist(), merged.column("config_hash").to_pylist())
     ):
+        budget_check()
         if page != last_page:
             index, last_page = 0, page
         picture = image_bytes.get(i)

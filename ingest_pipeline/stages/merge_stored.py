@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.embedding.token_limits import relink, relinked_metas
 from ingest_pipeline.registry import ChunkerInfo
+from ingest_pipeline.runtime.budget import check as budget_check
 from ingest_pipeline.stages.claims import load_winning_claims
 from ingest_pipeline.stages.embedding_text import Expander, named_title
 from ingest_pipeline.stages.merge import merge_claims
@@ -148,29 +149,31 @@ def _expanded(table: pa.Table, document: str, expand: Expander, dropped: dict[st
             table.schema.get_field_index("embed_text"), "embed_text", pa.array(embeds, pa.string())
         )
     misfits = [i for i, ok in zip(rows, passes) if not ok]
-    misfit_pieces = claim_pieces(table.take(pa.array(misfits, pa.int64()))) if misfits else []
-    parts = {i: expand.fit(piece) for i, (_, piece) in zip(misfits, misfit_pieces)}
+    stamped = ("page", "chunker", "config_hash") if misfits else ()
+    columns = {name: table.column(name).to_pylist() for name in stamped}
+    # A misfit's parts become rows as soon as they are cut, a slice of misfits at a time, so
+    # a big table's pieces and their cell objects are never all alive at once.
+    parts: dict[int, list[dict[str, Any]]] = {}
+    for start in range(0, len(misfits), _MISFITS_AT_ONCE):
+        some = misfits[start : start + _MISFITS_AT_ONCE]
+        for i, (_, piece) in zip(some, claim_pieces(table.take(pa.array(some, pa.int64())))):
+            budget_check()
+            parts[i] = []
+            for part in expand.fit(piece):
+                if not part.is_image and (not part.text or not part.text.strip()):
+                    dropped["whitespace"] += 1
+                    continue
+                row = {"document_id": document, "piece": 0, **piece_row(part)}
+                parts[i].append({**row, **{name: values[i] for name, values in columns.items()}})
 
     keep: list[int] = []
     extra: list[dict[str, Any]] = []
-    columns = (
-        {name: table.column(name).to_pylist() for name in ("page", "chunker", "config_hash")} if parts else {}
-    )
     for i, text in enumerate(texts):
+        budget_check()
         if i in parts:
-            for piece in parts[i]:
-                if not piece.is_image and (not piece.text or not piece.text.strip()):
-                    dropped["whitespace"] += 1
-                    continue
+            for row in parts.pop(i):
                 keep.append(table.num_rows + len(extra))
-                extra.append(
-                    {
-                        "document_id": document,
-                        "piece": 0,
-                        **piece_row(piece),
-                        **{name: values[i] for name, values in columns.items()},
-                    }
-                )
+                extra.append(row)
         elif is_text[i] and (not text or not text.strip()):
             dropped["whitespace"] += 1
         else:
@@ -180,6 +183,9 @@ def _expanded(table: pa.Table, document: str, expand: Expander, dropped: dict[st
     if extra or len(keep) != table.num_rows:  # parts stand where their piece stood
         table = table.take(pa.array(keep, pa.int64()))
     return table
+
+
+_MISFITS_AT_ONCE = 256
 
 
 def _relinked(table: pa.Table) -> pa.Table:
