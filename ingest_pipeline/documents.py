@@ -172,14 +172,28 @@ def collect(
     paths: Iterable[str],
     known: dict[str, DocumentEntry] | None = None,
     sources: SourceFilter | None = None,
+    refused: list[tuple[str, str]] | None = None,
 ) -> list[DocumentEntry]:
     """Entries for files and folders (recursively), in a stable order, without repeats.
     A file already in ``known`` (the inventory) keeps the id and label it was first given,
     so a storage root made before a naming rule changed keeps one document per file.
     ``sources`` (default: the settings' ``[sources]``) filters the files found in folders
     (a file named alone is always taken), then ``max_documents`` keeps the first ones:
-    filter before limit."""
+    filter before limit. A file found in a folder that cannot be named goes to ``refused``
+    (its name as a label, and why) instead of ending the walk: one file, never the run."""
     sources = settings.sources if sources is None else sources
+    refused = [] if refused is None else refused
+
+    def named(files: Iterable[str], base: str) -> list[DocumentEntry]:
+        out = []
+        for f in files:
+            try:
+                out.append(entry_for(settings, f, base=base))
+            except Exception as exc:  # one file's name, never the run
+                name = f if object_store.is_uri(f) else os.path.relpath(f, base)
+                refused.append((label_name(name), f"{type(exc).__name__}: {exc}".splitlines()[0][:300]))
+        return out
+
     by_uri: dict[str, DocumentEntry] = {}
     for before in sorted((known or {}).values(), key=lambda e: e.document_id):
         by_uri.setdefault(before.uri, before)
@@ -188,14 +202,13 @@ def collect(
         walked = object_store.is_folder(path) if object_store.is_uri(path) else os.path.isdir(path)
         if object_store.is_uri(path):
             if walked:
-                uris = mineru_documents([uri for _, uri, _ in object_store.walk(path)])
-                found = [entry_for(settings, uri, base=path) for uri in uris]
+                found = named(mineru_documents([uri for _, uri, _ in object_store.walk(path)]), path)
             elif object_store.exists(path):
                 found = [entry_for(settings, path)]
             else:
                 raise FileNotFoundError(f"no such file or folder: {path}")
         elif walked:
-            found = [entry_for(settings, f, base=path) for f in mineru_documents(walk_files(path))]
+            found = named(mineru_documents(walk_files(path)), path)
         elif os.path.isfile(path) or os.path.islink(path):
             found = [entry_for(settings, path)]
         else:

@@ -126,6 +126,9 @@ class Settings:
     # Seconds a stage may spend on one document's content in the run process (chunk maps, their
     # token offsets and embedding texts; runtime/budget.py); 0: no budget
     stage_timeout: float = 600.0
+    # Bytes the run process may grow by while a stage works on one document's content
+    # (runtime/budget.py); 0: no budget
+    stage_memory_bytes: int = 4 * 1024**3
     parse_memory_bytes: int = 6 * 1024**3
     # How many documents the pages step reads at once, each in its own worker process
     # (a step of fewer than READ_ALONE documents reads them in one).
@@ -262,16 +265,18 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         if not _PROFILE_NAME.match(name):
             raise ValueError(f"profile name {name!r} must match [a-z][a-z0-9_]*")
         body = dict(body) if isinstance(body, Mapping) else {"chunkers": list(body)}
+        same = [i for i, p in enumerate(profiles) if p.name == name]
+        # a section naming a built-in profile changes only the fields it gives
+        base = profiles[same[0]] if same else Profile(name)
         profile = Profile(
             name,
-            tuple(body.get("chunkers", ())),
-            split_oversized=bool(body.get("split_oversized", True)),
-            document_context=bool(body.get("document_context", False)),
-            indexed=None if body.get("indexed") is None else bool(body["indexed"]),
-            embedder=str(body.get("embedder") or ""),
-            embedder_settings=dict(body.get("embedder_settings") or {}),
+            tuple(body.get("chunkers", base.chunkers)),
+            split_oversized=bool(body.get("split_oversized", base.split_oversized)),
+            document_context=bool(body.get("document_context", base.document_context)),
+            indexed=base.indexed if body.get("indexed") is None else bool(body["indexed"]),
+            embedder=str(body.get("embedder") or base.embedder),
+            embedder_settings=dict(body.get("embedder_settings") or base.embedder_settings),
         )
-        same = [i for i, p in enumerate(profiles) if p.name == name]
         if same:
             profiles[same[0]] = profile
         else:
@@ -312,6 +317,7 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         parse_timeout=float(os.environ.get("INGEST_PARSE_TIMEOUT") or limits.get("parse_timeout", 300.0)),
         parse_memory_bytes=int(limits.get("parse_memory_mib", 6 * 1024)) * 1024**2,
         stage_timeout=float(os.environ.get("INGEST_STAGE_TIMEOUT") or limits.get("stage_timeout", 600.0)),
+        stage_memory_bytes=int(limits.get("stage_memory_mib", 4 * 1024)) * 1024**2,
         read_workers=max(1, int(limits.get("read_workers", default_read_workers()))),
         embed_batch=int(config.get("embed_batch", Settings.embed_batch)),
         embed_workers=max(1, int(config.get("embed_workers", available_cpus()))),

@@ -42,7 +42,7 @@ from ingest_pipeline.resources import (
     StoreResource,
 )
 from ingest_pipeline.runtime import progress
-from ingest_pipeline.runtime.budget import stage_budget
+from ingest_pipeline.runtime.budget import OverBudget, stage_budget
 from ingest_pipeline.settings import Profile
 from ingest_pipeline.stages.chunk_checks import chunk_map_findings, chunk_row_findings, page_text_finding
 from ingest_pipeline.stages.index import index_findings
@@ -109,20 +109,34 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
         model = embedder.for_profile(profile.name)  # chunks are sized in its tokens
 
         def build(doc: str):
-            with stage_budget(stage, settings.stage_timeout):
+            with stage_budget(stage, settings.stage_timeout, settings.stage_memory_bytes):
                 return stages.guarded(
                     st, stage, doc, context.run_id, stages.build_chunk_map,
                     st, registry, profile, model, doc, context.run_id, force=force,
                 )  # fmt: skip
 
+        model.count_tokens(["loaded"])  # the tokenizer loads before any document's budget starts
         outcomes = for_each_document(context, keys, build)
         if indexed and runs_step_here(context, settings, embeddings_key(profile.name)):
             _embed_ahead(context, st, model, profile, keys, force)
+        over = {}
+
+        def budgeted(doc: str, work):  # a document's checks and picture, under its budget
+            with stage_budget(stage, settings.stage_timeout, settings.stage_memory_bytes):
+                try:
+                    return work()
+                except OverBudget as exc:
+                    over[doc] = stages.record_error(st, stage, doc, exc, context.run_id)["reason"]
+                    return None
+
         rows_by_doc, findings = chunk_map_findings(
-            st, profile.name, keys, max_tokens, {o.document: o.kept for o in outcomes}
+            st, profile.name, keys, max_tokens, {o.document: o.kept for o in outcomes}, budgeted
         )
         report_partitions(
-            context, outcomes, started, lambda o: _chunk_map_metadata(st, settings, profile, rows_by_doc, o)
+            context,
+            [_over_budget(o, over, stage) for o in outcomes],
+            started,
+            lambda o: _chunk_map_metadata(st, settings, profile, rows_by_doc, o, budgeted),
         )
         return MaterializeResult(check_results=[check_result(f) for f in findings])
 
@@ -139,7 +153,16 @@ def _embed_ahead(context, st, embedder, profile: Profile, keys: list[str], force
         )
 
 
-def _chunk_map_metadata(st, settings, profile: Profile, rows_by_doc: dict, outcome) -> dict:
+def _over_budget(outcome, over: dict[str, str], stage: str):
+    """A document whose checks went over budget is failed, with the errors row's reason."""
+    if outcome.document not in over or outcome.status == "failed":
+        return outcome
+    return stages.Outcome(
+        outcome.document, "failed", {"reason": over[outcome.document], "stage": stage}, outcome.kept
+    )
+
+
+def _chunk_map_metadata(st, settings, profile: Profile, rows_by_doc: dict, outcome, budgeted) -> dict:
     """A chunk map partition's own metadata: its counts, every chunk's text and the page picture."""
     rows = rows_by_doc.get(outcome.document, [])
     extra = {
@@ -149,7 +172,7 @@ def _chunk_map_metadata(st, settings, profile: Profile, rows_by_doc: dict, outco
     }
     if rows:
         extra["all_chunks"] = chunk_listing(rows, rows[0].get("path") or outcome.document, profile.name)
-        picture = page_picture(st, settings.passwords, rows)
+        picture = budgeted(outcome.document, lambda: page_picture(st, settings.passwords, rows))
         if picture:
             extra[PAGE_PICTURE] = MetadataValue.md(picture)
     return extra

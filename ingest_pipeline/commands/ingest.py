@@ -192,8 +192,10 @@ def plan_ingest(
     if "://" not in settings.source_root:
         os.makedirs(settings.source_root, exist_ok=True)
     inventory = store.inventory()
-    entries = collect(settings, roots, known=inventory, sources=sources)
+    refused: list[tuple[str, str]] = []
+    entries = collect(settings, roots, known=inventory, sources=sources, refused=refused)
     report = IngestReport(documents=len(entries), paths={e.document_id: e.path for e in entries})
+    _report_refused(store, report, refused)
     gone = vanished(inventory, roots) + superseded(inventory, entries)
     report.removed = [entry.path for entry in gone]
     partitions = reconcile(
@@ -226,6 +228,22 @@ def plan_ingest(
         indexed_before=store.indexed_documents(settings.default_profile),
         report=report,
     )
+
+
+def _report_refused(store, report: IngestReport, refused: list[tuple[str, str]]) -> None:
+    """A file the walk could not name is one failed document of the report and one errors
+    row (stage ``sources``, under an id made from its name), and the rest goes on."""
+    from ingest_pipeline.identity import document_id
+    from ingest_pipeline.stages.common import now
+
+    for label, why in refused:
+        doc = document_id(f"refused:{label}", label)
+        reason = f"refused: this file's name cannot be handled ({why})"
+        row = {"document_id": doc, "path": label, "stage": "sources", "error": "RefusedName"}
+        store.write_error("sources", doc, {**row, "reason": reason, "run_id": "", "at": now()}, "")
+        report.documents += 1
+        report.paths[doc] = label
+        report.failed.setdefault(doc, []).append({"stage": "sources", "reason": reason})
 
 
 def run_plan(

@@ -340,6 +340,7 @@ def _prefix(piece: ChunkPiece) -> str:
 
 def split_to_limit(piece: ChunkPiece, offsets: Offsets, max_tokens: int) -> list[ChunkPiece]:
     """The piece itself when it fits, else parts that each fit (images pass through)."""
+    budget_check()
     if piece.is_image or not piece.text:
         return [piece]
     prefix = _prefix(piece)

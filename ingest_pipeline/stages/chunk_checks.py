@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ingest_pipeline.contract import ContractError, Layout, validate_bbox
+from ingest_pipeline.runtime.budget import check as budget_check
 from ingest_pipeline.stages.common import (
     Finding,
 )
@@ -42,11 +44,15 @@ def chunk_map_findings(
     documents: Sequence[str],
     max_tokens: int,
     kept: dict[str, dict[str, Any]] | None = None,
+    budgeted: Callable[[str, Callable[[], Any]], Any] | None = None,
 ) -> tuple[dict[str, list[dict[str, Any]]], list[Finding]]:
     """A batch's chunk rows per document (image bytes left out) and the chunk map's checks
     over them: each document's rows and pages are read once, or taken from ``kept`` (per
-    document, the ``rows`` and ``pages`` the stage just wrote and read)."""
+    document, the ``rows`` and ``pages`` the stage just wrote and read). Each document is
+    checked on its own through ``budgeted(document, work)``, which answers None for a
+    document over its budget: that document is left out of the findings."""
     kept = kept or {}
+    budgeted = budgeted or (lambda _doc, work: work())
 
     def held_or_read(doc: str, key: str, read):
         held = kept.get(doc, {})
@@ -55,15 +61,45 @@ def chunk_map_findings(
     rows_by_doc = {
         doc: held_or_read(doc, "rows", lambda: store.chunk_rows(profile, doc)) for doc in documents
     }
-    rows = [r for doc in documents for r in rows_by_doc[doc]]
     columns = ["document_id", "page", "status", "text"]
-    pages_read = [
-        r
-        for doc in documents
-        for r in held_or_read(doc, "pages", lambda: store.page_rows(doc, columns=columns))
-        if r["status"] == "read" and r["text"]
-    ]
-    return rows_by_doc, [*chunk_row_findings(rows, max_tokens), page_text_finding(pages_read, rows)]
+
+    def findings_of(doc: str) -> list[Finding]:
+        rows = rows_by_doc[doc]
+        pages_read = [
+            r
+            for r in held_or_read(doc, "pages", lambda: store.page_rows(doc, columns=columns))
+            if r["status"] == "read" and r["text"]
+        ]
+        return [*chunk_row_findings(rows, max_tokens), page_text_finding(pages_read, rows)]
+
+    per_doc = [budgeted(doc, lambda doc=doc: findings_of(doc)) for doc in documents]
+    if not any(found is not None for found in per_doc):
+        return rows_by_doc, [*chunk_row_findings([], max_tokens), page_text_finding([], [])]
+    return rows_by_doc, joined_findings([found for found in per_doc if found is not None])
+
+
+_SUMMED = ("count", "pages", "flagged")
+
+
+def joined_findings(per_doc: list[list[Finding]]) -> list[Finding]:
+    """Each check's findings over several documents as one: its failing rows joined, its
+    counts added (the floor and the token limit are the same for all)."""
+    joined = []
+    for same in zip(*per_doc, strict=True):
+        first = same[0]
+        counts = dict(first.counts)
+        for key in _SUMMED:
+            if key in counts:
+                counts[key] = sum(f.counts[key] for f in same)
+        joined.append(
+            replace(
+                first,
+                passed=all(f.passed for f in same),
+                rows=[row for f in same for row in f.rows],
+                counts=counts,
+            )
+        )
+    return joined
 
 
 def _words(text: str) -> list[str]:
@@ -90,6 +126,7 @@ def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -
     chunk_words = {key: set(_words(" ".join(parts))) for key, parts in texts.items()}
     low = []
     for page in pages:
+        budget_check()
         words = _words(page["text"])
         if not words:
             continue
@@ -114,6 +151,7 @@ def chunk_row_findings(rows: list[dict[str, Any]], max_tokens: int) -> list[Find
     flagged = 0
     seen, dupes = set(), []
     for row in rows:
+        budget_check()
         where = {"document": row.get("document_id"), "page": row.get("page"), "chunk_id": row["chunk_id"]}
         if row["bbox"] is not None:
             b = row["bbox"]

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ingest_pipeline import media_types as mt
+from ingest_pipeline.runtime.budget import check as budget_check
 from ingest_pipeline.runtime.memo import BoundedMemo
 from ingest_pipeline.stages.sources import load_source, source_bytes
 from ingest_pipeline.storage.store import Store
@@ -246,6 +247,7 @@ def _encode_with_boxes(image, boxes, labels, key: tuple | None = None, render=No
 
     png = b""
     for colours in PALETTE_STEPS:
+        budget_check()
         quantized = _KEPT.get(key and (*key, colours))
         if quantized is None:
             if image is None:
@@ -282,6 +284,7 @@ def _encode_once(quantized, boxes, labels, colours: int) -> bytes:
     line = max(1, round(width / 400))
     font = _label_font(max(9, round(width / 55))) if labels is not None else None
     for i, raw in enumerate(boxes):
+        budget_check()
         box = _clean_box(raw)
         if box is None:
             continue

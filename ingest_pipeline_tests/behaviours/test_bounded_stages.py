@@ -126,3 +126,28 @@ def test_a_document_over_the_chunk_map_time_budget_fails_alone_with_stage_and_bu
     assert stages == sorted(f"chunk_map/{profile.name}" for profile in p.settings.profiles), failed
     for error in failed["deep.md"]:
         assert error["reason"].startswith(f"{error['stage']}: over the time budget of 1 s per document")
+
+
+def test_a_document_over_the_memory_budget_fails_alone_with_stage_and_budget(data_dir):
+    """``[limits] stage_memory_mib``: a table of 40,000 rows grows the run process by hundreds
+    of MiB while its chunk map is built; over a budget of 48 MiB it is one errors row naming
+    the stage and the budget, and the Markdown beside it is ingested (the command line, in
+    its own process, so the growth is this ingest's alone)."""
+    from ingest_pipeline_tests.conftest import write
+
+    rows = "".join(
+        f"2024-01-{1 + i % 28:02d},ACC-{i % 997:04d},payment {i} for supplies,{i}\n" for i in range(40_000)
+    )
+    write(data_dir / "sources" / "ledger.csv", "date,account,description,amount\n" + rows)
+    write(data_dir / "sources" / "guide.md", "# Pests\n\nWhitefly traps are checked every Monday.\n")
+    (data_dir / "ingest_pipeline.toml").write_text("[limits]\nstage_memory_mib = 48\n")
+    assert load_settings(data_dir).stage_memory_bytes == 48 * MiB
+    cli = [sys.executable, "-m", "ingest_pipeline.commands.cli", "--data", str(data_dir)]
+    out = subprocess.run([*cli, "ingest", "--json"], capture_output=True, text=True, timeout=900)
+    report = json.loads(out.stdout)
+    failed = report["failures"]
+    assert report["documents_by_status"]["new"] == ["guide.md"], out.stdout[-3000:]
+    assert list(failed) == ["ledger.csv"], failed
+    over = [e for e in failed["ledger.csv"] if "over the memory budget of 48 MiB per document" in e["reason"]]
+    assert over and all(e["stage"].startswith("chunk_map/") for e in over), failed
+    assert all(e["reason"].startswith(f"{e['stage']}: ") for e in over), failed

@@ -86,3 +86,38 @@ def test_search_and_inspect_print_names_escaped(ingested):
         shown = _cli(data, "inspect", ESCAPE_NAME, "--stage", stage, "--no-color")
         assert shown.returncode == 0, shown.stderr
         assert b"\\x1b[31mred" in shown.stdout and _raw_controls(shown.stdout + shown.stderr) == []
+
+
+def test_a_name_that_cannot_be_handled_is_one_errors_row_and_the_rest_goes_on(data_dir, monkeypatch):
+    """No name a Linux file system allows fails to be named today, so the failure is made
+    here, in the one function that names files: the folder's other file is ingested, the
+    refused one is one failed document with one errors row (stage ``sources``) that says why,
+    under its escaped name."""
+    from ingest_pipeline import documents
+    from ingest_pipeline.commands.ingest import ingest
+    from ingest_pipeline.resources import parts_for
+
+    write(data_dir / "sources" / "plain.txt", NAMES["plain.txt"])
+    write(data_dir / "sources" / "odd\x1bname.txt", NAMES["plain.txt"])
+    naming = documents.entry_for
+
+    def refusing(settings, path, base=None):
+        if "odd" in path:
+            raise OSError("File name too long")
+        return naming(settings, path, base=base)
+
+    monkeypatch.setattr(documents, "entry_for", refusing)
+    parts = parts_for(str(data_dir))
+    report = ingest(parts)
+    assert [report.paths[d] for d in report.new] == ["plain.txt"]
+    failed = {report.paths[d]: errs for d, errs in report.failed.items()}
+    assert list(failed) == ["odd\x1bname.txt"], failed
+    (error,) = failed["odd\x1bname.txt"]
+    assert error["stage"] == "sources" and "OSError: File name too long" in error["reason"]
+    import duckdb
+
+    rows = duckdb.sql(
+        f"select stage, path, reason from read_parquet('{data_dir}/lake/errors/**/*.parquet')"
+    ).fetchall()
+    assert len(rows) == 1 and rows[0][:2] == ("sources", "odd\x1bname.txt"), rows
+    assert "cannot be handled" in rows[0][2], rows
