@@ -46,8 +46,9 @@ def test_a_300000_row_sheet_ingests_under_a_stated_memory_bound(data_dir):
     # ru_maxrss of a waited child: the larger of its own peak and its children's (kB)
     assert usage.ru_maxrss / 1024 < PEAK_MIB, f"peak {usage.ru_maxrss / 1024:.0f} MiB"
     chunks = str(data_dir / "lake" / "chunks" / "retrieval" / "*.parquet")
+    header = "\t".join(["date", "account", "description", "amount", "balance"])
     found = duckdb.sql(
-        f"select count(*), count(distinct chunker), min(contains(text, 'date\taccount\tdescription\tamount\tbalance')),"
+        f"select count(*), count(distinct chunker), min(contains(text, '{header}')),"
         f" max(contains(text, 'payment {ROWS - 1} for supplies')) from read_parquet('{chunks}')"
     ).fetchall()[0]
     count, chunkers, every_part_has_header, last_row = found
