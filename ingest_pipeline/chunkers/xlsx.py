@@ -2,8 +2,9 @@
 
 Islands are the bounding boxes of 4-connected non-empty cells (merged ranges count as
 filled), grown until no other island touches them; Excel table parts are used as given.
-An island whose grid would exceed ``max_table_grid`` positions (a sparse sheet spanning
-the whole grid) is chunked as ``A1<tab>value`` lines instead, so cost follows the cells.
+An island whose grid would exceed ``max_table_grid`` positions and is mostly empty (a sparse
+sheet spanning the whole grid) is chunked as ``A1<tab>value`` lines instead, so cost follows
+the cells; a dense table of any size stays a table.
 A single-value top row above an island (a title, often merged across) becomes a
 paragraph, and so does an island of one cell. Policy for hidden content: a hidden sheet's
 pieces carry ``bbox_reason=hidden``; hidden rows leave the table and come as one extra
@@ -32,13 +33,17 @@ Rect = tuple[int, int, int, int]
 Island = tuple[Rect, list[tuple[int, int]]]  # bounding box, member positions
 _MAX_COMPONENTS_TO_MERGE = 2000
 _MAX_MERGE_FILL = 2_000_000
+# A grid over max_table_grid is sparse (a list of cells) when it has this many positions per
+# filled cell; a dense table of any size stays a table, its cost following its cells.
+_SPARSE = 4
 
 
 class XlsxConfig(ChunkerConfig):
     max_chars: int = 2000
     title_rows: bool = True
-    # An island whose grid (rows x columns) is larger than this is chunked as a list of
-    # cells ("B7<tab>value" lines) instead of a table, so a sparse sheet cannot blow up.
+    # An island whose grid (rows x columns) is larger than this, and mostly empty, is chunked
+    # as a list of cells ("B7<tab>value" lines) instead of a table, so a sparse sheet cannot
+    # blow up.
     max_table_grid: int = 1_000_000
 
 
@@ -153,7 +158,8 @@ class XlsxChunker(OoxmlChunker):
             if not row_cells:
                 continue
             grid_size = (island[2] - island[0] + 1) * (island[3] - island[1] + 1)
-            if grid_size > self.config.max_table_grid:
+            filled = sum(len(cells) for cells in row_cells.values())
+            if grid_size > self.config.max_table_grid and grid_size > _SPARSE * filled:
                 pieces.extend(self._sparse_pieces(sheet, island, row_cells))
                 continue
             pieces.extend(self._island_pieces(sheet, island, number, merges_by_origin, row_cells))
