@@ -289,6 +289,12 @@ def large_inputs_text(d: dict[str, Any]) -> str:
         f"{sheet(c, 'CSV')}; nested Markdown of {m['bytes']:,} bytes through the chunker and the "
         f"embedding texts in {m['seconds']} s ({m['parts']:,} parts, "
         f"{m['tokenizer_passes']} tokenizer passes)"
+        + "".join(
+            f"; the whole ingest of the {s['format'].upper()} (chunk maps, not embedded): "
+            f"{s['rows_per_second']:,} rows/s, peak RSS {s['peak_rss_mib']:,} MiB, {s['chunks']:,} chunks"
+            for s in (d.get("ingest_xlsx"), d.get("ingest_csv"))
+            if s
+        )
     )
 
 
