@@ -32,7 +32,7 @@ DEFAULT_MAX_BYTES = {
     "office": 128 * MiB,
     # XLSX/XLSM: a workbook's cells are held whole while its sheets are cut into tables; this is
     # the size the memory measured by bench/large_inputs_bench.py supports within its budget
-    "spreadsheet": 16 * MiB,
+    "spreadsheet": 15 * MiB,
     "image": 64 * MiB,
     "other": 64 * MiB,
 }

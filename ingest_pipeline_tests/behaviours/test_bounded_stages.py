@@ -102,7 +102,7 @@ def test_a_workbook_over_the_spreadsheet_limit_fails_alone_before_loading(data_d
     failed = {report.paths[d]: errs for d, errs in report.failed.items()}
     assert [report.paths[d] for d in report.new] == ["notes.txt"]
     assert list(failed) == ["ledger.xlsx"] and failed["ledger.xlsx"][0]["stage"] == "sources"
-    assert "over the spreadsheet limit of 16 MiB" in failed["ledger.xlsx"][0]["reason"]
+    assert "over the spreadsheet limit of 15 MiB" in failed["ledger.xlsx"][0]["reason"]
 
 
 def test_a_document_over_the_chunk_map_time_budget_fails_alone_with_stage_and_budget(data_dir):
