@@ -115,7 +115,8 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
                     st, registry, profile, model, doc, context.run_id, force=force,
                 )  # fmt: skip
 
-        model.count_tokens(["loaded"])  # the tokenizer loads before any document's budget starts
+        if keys:  # the tokenizer loads before any document's budget starts
+            model.count_tokens(["loaded"])
         outcomes = for_each_document(context, keys, build)
         if indexed and runs_step_here(context, settings, embeddings_key(profile.name)):
             _embed_ahead(context, st, model, profile, keys, force)

@@ -21,9 +21,11 @@ from ingest_pipeline.stages import (
     FORCE_TAG,
     IN_PROCESS_TAG,
     EmbeddingPrefetch,
+    StageError,
     empty_reason,
     finished,
     reconcile,
+    record_error,
 )
 from ingest_pipeline.stages.reconcile import contiguous_batches
 from ingest_pipeline.storage import catalog, queries
@@ -230,20 +232,22 @@ def plan_ingest(
     )
 
 
+class RefusedName(StageError):
+    """A file found in a source folder whose name cannot be made a document."""
+
+
 def _report_refused(store, report: IngestReport, refused: list[tuple[str, str]]) -> None:
     """A file the walk could not name is one failed document of the report and one errors
     row (stage ``sources``, under an id made from its name), and the rest goes on."""
     from ingest_pipeline.identity import document_id
-    from ingest_pipeline.stages.common import now
 
     for label, why in refused:
         doc = document_id(f"refused:{label}", label)
-        reason = f"refused: this file's name cannot be handled ({why})"
-        row = {"document_id": doc, "path": label, "stage": "sources", "error": "RefusedName"}
-        store.write_error("sources", doc, {**row, "reason": reason, "run_id": "", "at": now()}, "")
+        exc = RefusedName(f"refused: this file's name cannot be handled ({why})")
+        row = record_error(store, "sources", doc, exc, run_id="", path=label)
         report.documents += 1
         report.paths[doc] = label
-        report.failed.setdefault(doc, []).append({"stage": "sources", "reason": reason})
+        report.failed.setdefault(doc, []).append({"stage": "sources", "reason": row["reason"]})
 
 
 def run_plan(

@@ -80,12 +80,15 @@ def fingerprint_of(*parts: Any) -> str:
 # ---------------------------------------------------------------- errors
 
 
-def record_error(store: Store, stage: str, document: str, exc: BaseException, run_id: str) -> dict[str, Any]:
+def record_error(
+    store: Store, stage: str, document: str, exc: BaseException, run_id: str, path: str | None = None
+) -> dict[str, Any]:
+    """The document's errors row for ``stage``; ``path``: its label when the inventory has none."""
     entry = store.entry(document)
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     row = {
         "document_id": document,
-        "path": entry.path if entry else None,
+        "path": entry.path if entry else path,
         "stage": stage,
         "error": type(exc).__name__,
         "reason": reason[:500],
