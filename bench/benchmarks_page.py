@@ -282,6 +282,11 @@ def large_inputs_text(d: dict[str, Any]) -> str:
             f"{name} of {s['file_mib']} MiB: {s['rows_per_second']:,} rows/s, "
             f"peak RSS {s['peak_rss_mib']:,} MiB "
             f"(a {_n(d['budget_mib'], 0)} MiB budget supports {s['limit_mib_for_budget']} MiB files)"
+            + (
+                f", the reader alone {s['reader_seconds']} s at {s['reader_peak_rss_mib']:,} MiB"
+                if "reader_peak_rss_mib" in s
+                else ""
+            )
         )
 
     return (

@@ -42,15 +42,17 @@ started = time.monotonic()
 content = open(path, "rb").read()
 if kind == "xlsx":
     pages = XlsxReader().read(content, mt.XLSX, ReadOptions())
+    read = time.monotonic() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     answer = XlsxChunker({{}}).chunk(content, mt.XLSX, pages)
 else:
     pages = TextReader().read(content, mt.CSV, ReadOptions())
+    read = time.monotonic() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     answer = DelimitedChunker({{}}).chunk(content, mt.CSV, pages)
 seconds = time.monotonic() - started
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 pieces = sum(len(a.pieces) for a in answer)
 print(json.dumps({{"seconds": seconds, "peak_rss_mib": peak / 1024, "grown_mib": (peak - base) / 1024,
-                  "pieces": pieces}}))
+                  "pieces": pieces, "reader_seconds": read[0], "reader_peak_rss_mib": read[1] / 1024}}))
 """
 
 
@@ -98,6 +100,9 @@ def measure_sheet(path: Path, kind: str, rows: int, budget: float) -> dict:
         "rows_per_second": round(rows / found["seconds"]),
         "peak_rss_mib": round(found["peak_rss_mib"]),
         "pieces": found["pieces"],
+        # the reader alone (the page text, as the parse worker makes it), before the chunker
+        "reader_seconds": round(found["reader_seconds"], 1),
+        "reader_peak_rss_mib": round(found["reader_peak_rss_mib"]),
         "rss_mib_per_file_mib": round(per_mib, 1),
         "limit_mib_for_budget": int(budget // per_mib),
     }

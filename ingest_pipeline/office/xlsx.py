@@ -3,6 +3,11 @@
 Only cells that hold a value are kept, so a sheet that declares A1:XFD1048576 costs what
 its real content costs. Cached values are used; a formula without one falls back to its
 text (``=A1+1``). Dates are rendered ISO-style from the cell's number format.
+
+A reader that wants only the page text asks for ``cells=False``: each row becomes its line
+as the stream passes it, so no per-cell objects are held (they cost about ten times the
+text). Rows out of order, which no common writer produces, fall back to reading the sheet
+again with its cells, so both ways give the same text.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class SheetData:
     tables: list[tuple[str, tuple[int, int, int, int]]] = field(default_factory=list)
     charts: list = field(default_factory=list)
     error: str | None = None  # why the sheet could not be read (its page is failed)
+    lines: list[str] | None = None  # the rows' lines, when read without cells
 
     @property
     def hidden(self) -> bool:
@@ -54,15 +60,22 @@ class SheetData:
 
     def text(self) -> str:
         """Rows of tab-separated values over the used range (the page text)."""
+        if self.lines is not None:
+            return "\n".join([*self.lines, *(chart.text() for chart in self.charts)])
         rows: dict[int, dict[int, str]] = {}
         for (r, c), value in self.cells.items():
             rows.setdefault(r, {})[c] = value
-        lines = []
-        for r in sorted(rows):
-            row = rows[r]
-            lines.append("\t".join(" ".join(row[c].split()) for c in sorted(row)))
+        lines = [_row_line(rows[r]) for r in sorted(rows)]
         lines.extend(chart.text() for chart in self.charts)
         return "\n".join(lines)
+
+
+def _row_line(row: dict[int, str]) -> str:
+    return "\t".join(" ".join(row[c].split()) for c in sorted(row))
+
+
+class _OutOfOrder(Exception):
+    """A row of a sheet read without cells came after a later one."""
 
 
 def column_index(letters: str) -> int:
@@ -224,7 +237,9 @@ def _rich_text(element) -> str:
     return "".join(parts)
 
 
-def _read_sheet(book: _Workbook, index: int, name: str, state: str, part: str, kind: str) -> SheetData:
+def _read_sheet(
+    book: _Workbook, index: int, name: str, state: str, part: str, kind: str, keep_cells: bool = True
+) -> SheetData:
     from ingest_pipeline.office.charts import charts_of
 
     sheet = SheetData(name=name, index=index, state=state, kind=kind)
@@ -249,6 +264,9 @@ def _read_sheet(book: _Workbook, index: int, name: str, state: str, part: str, k
     limit = book.limits.max_cells
     table_rids: list[str] = []
     cells = sheet.cells
+    if not keep_cells:
+        sheet.lines = []
+        last_row, filled = -1, 0
     for element in package.iterparse(part, tags):
         tag = localname(element)
         if tag == "row":
@@ -276,6 +294,10 @@ def _read_sheet(book: _Workbook, index: int, name: str, state: str, part: str, k
                     cells[pos] = value
                     if len(cells) > limit:
                         raise PackageError(f"sheet {name!r} has over {limit} non-empty cells")
+            if not keep_cells and cells:
+                last_row, filled = _take_row_line(sheet, cells, last_row, filled + len(cells))
+                if filled > limit:
+                    raise PackageError(f"sheet {name!r} has over {limit} non-empty cells")
             element.clear()
             parent = element.getparent()
             while parent is not None and element.getprevious() is not None:
@@ -310,6 +332,20 @@ def _read_sheet(book: _Workbook, index: int, name: str, state: str, part: str, k
                 if area:
                     sheet.tables.append((root.get("displayName") or root.get("name") or "", area))
     return sheet
+
+
+def _take_row_line(
+    sheet: SheetData, cells: dict[tuple[int, int], str], last_row: int, filled: int
+) -> tuple[int, int]:
+    """Move one row's cells into the sheet's lines (and empty ``cells``): (row, filled)."""
+    rows = {r for r, _ in cells}
+    row = rows.pop()
+    if rows or row <= last_row:
+        raise _OutOfOrder
+    assert sheet.lines is not None
+    sheet.lines.append(_row_line({c: value for (_, c), value in cells.items()}))
+    cells.clear()
+    return row, filled
 
 
 def _cell_text(book: _Workbook, sheet: SheetData, cell) -> str | None:
@@ -352,8 +388,11 @@ def _cell_text(book: _Workbook, sheet: SheetData, cell) -> str | None:
     return _format_number(raw, style in book.date_styles, book.epoch)
 
 
-def load_sheets(content: bytes, limits: PackageLimits = DEFAULT_LIMITS) -> list[SheetData]:
-    """Every sheet of a workbook, in workbook order; PackageError if it cannot be read."""
+def load_sheets(
+    content: bytes, limits: PackageLimits = DEFAULT_LIMITS, *, cells: bool = True
+) -> list[SheetData]:
+    """Every sheet of a workbook, in workbook order; PackageError if it cannot be read.
+    With ``cells=False`` a sheet keeps its text lines only (``SheetData.lines``)."""
     package = open_package(content, limits, kind="XLSX")
     book = _Workbook(package, limits)
     if not book.sheets:
@@ -361,7 +400,10 @@ def load_sheets(content: bytes, limits: PackageLimits = DEFAULT_LIMITS) -> list[
     sheets = []
     for index, (name, state, part, kind) in enumerate(book.sheets):
         try:
-            sheets.append(_read_sheet(book, index, name, state, part, kind))
+            try:
+                sheets.append(_read_sheet(book, index, name, state, part, kind, keep_cells=cells))
+            except _OutOfOrder:
+                sheets.append(_read_sheet(book, index, name, state, part, kind))
         except MalformedPart as exc:
             # One broken sheet fails its own page, not the workbook.
             sheets.append(SheetData(name=name, index=index, state=state, kind=kind, error=str(exc)))

@@ -1,5 +1,6 @@
-"""The XLSX/XLSM reader: a page per sheet, from the sheet model of ``office.xlsx``; OLE2
-containers (encrypted OOXML, legacy Office) refused with a clear reason."""
+"""The XLSX/XLSM reader: a page per sheet, its text taken row by row from the sheet XML as
+``office.xlsx`` streams it (no cells kept); OLE2 containers (encrypted OOXML, legacy
+Office) refused with a clear reason."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ class XlsxReader:
 
     def read(self, content: bytes, media_type: str, options: ReadOptions) -> tuple[PageOutput, ...]:
         ref = f"{self.id}@{self.version}"
-        sheets = load_sheets(content)
+        sheets = load_sheets(content, cells=False)
         pages = []
         for sheet in sheets:
             if sheet.error:
