@@ -17,6 +17,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from ingest_pipeline.identity import display_name
 from ingest_pipeline.retrieval.filters import DOCUMENT_FIELDS, FilterError
 from ingest_pipeline.retrieval.search import CONTEXTS, GROUPS, Request, Searcher
 from ingest_pipeline.serving.web_page import PAGE
@@ -100,18 +101,26 @@ class Service:
             "profile": result.profile,
             "named": result.named,
             "seconds": round(time.perf_counter() - started, 4),
-            "results": result.hits,
+            "results": [_shown(hit) for hit in result.hits],
         }
 
     def documents(self) -> list[dict[str, Any]]:
         keep = ("document_id", "path", *DOCUMENT_FIELDS, "pages")
-        return [{k: r.get(k) for k in keep} for r in self._fresh().records]
+        return [_shown({k: r.get(k) for k in keep}) for r in self._fresh().records]
 
     def document(self, document: str) -> dict[str, Any] | None:
         record = self._fresh().record(document)
         if record is None:
             return None
-        return {**record, "read_from": json.loads(record.get("read_from") or "{}")}
+        return _shown({**record, "read_from": json.loads(record.get("read_from") or "{}")})
+
+
+def _shown(item: dict[str, Any]) -> dict[str, Any]:
+    """The item with ``shown_path``: its path as a person may see it (control characters and
+    bytes that are not UTF-8 written as visible escapes); ``path`` stays the name itself."""
+    if item.get("path") is not None:
+        item["shown_path"] = display_name(item["path"])
+    return item
 
 
 def _warming(service: Service):

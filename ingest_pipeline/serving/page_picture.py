@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.commands.show import Box, Panel, ShowError, draw
+from ingest_pipeline.identity import display_name
 
 # PDFium is not thread-safe, even across documents: one page is drawn at a time.
 _RENDER = threading.Lock()
@@ -26,10 +27,10 @@ def page_png(
         raise ShowError(f"no document {document!r}")
     media = (source["media_type"] or "").split(";")[0]
     if media not in (mt.PDF, mt.PPTX):
-        raise ShowError(f"{source['path']} is {media}: it has no pages to draw")
+        raise ShowError(f"{display_name(source['path'])} is {media}: it has no pages to draw")
     sizes = {r["page"]: r for r in parts.store.page_rows(document, columns=["page", "width", "height"])}
     if page not in sizes:
-        raise ShowError(f"{source['path']} has no page {page}")
+        raise ShowError(f"{display_name(source['path'])} has no page {page}")
     wanted = {c: n for n, c in enumerate(chunk_ids, start=1)}
     panel = Panel(f"{len(wanted)} passage{'s' if len(wanted) != 1 else ''}")
     for row in parts.store.chunk_rows(profile, document):
@@ -52,6 +53,11 @@ def page_png(
             content, media, page, width, password_for(source["path"], parts.settings.passwords), aspect
         )
         if image is None:
-            raise ShowError(f"page {page} of {source['path']} cannot be drawn")
-        png, _ = draw([image], [panel], write_text=media != mt.PDF, caption=f"{source['path']}  page {page}")
+            raise ShowError(f"page {page} of {display_name(source['path'])} cannot be drawn")
+        png, _ = draw(
+            [image],
+            [panel],
+            write_text=media != mt.PDF,
+            caption=f"{display_name(source['path'])}  page {page}",
+        )
     return png

@@ -70,7 +70,7 @@ function render(result, rank) {
   const text = el("div");
   const doc = result.document || {};
   const page = result.page !== null && result.page !== undefined ? "  page " + result.page : "";
-  text.appendChild(el("div", rank + ". " + result.path + page, "where"));
+  text.appendChild(el("div", rank + ". " + result.shown_path + page, "where"));
   const about = [doc.organisation, doc.period, doc.kind].filter(Boolean).join(" · ");
   if (about) text.appendChild(el("div", about, "about"));
   result.passages.forEach((passage, i) => {
@@ -89,7 +89,7 @@ function render(result, rank) {
   if (result.page !== null && result.page !== undefined) {
     const img = el("img");
     const chunks = result.passages.map(p => p.chunk_id).join(",");
-    img.alt = result.path + " page " + result.page;
+    img.alt = result.shown_path + " page " + result.page;
     img.src = "/api/pages/" + encodeURIComponent(result.document_id) + "/" + result.page + ".png?chunks=" +
       encodeURIComponent(chunks);
     img.addEventListener("error", () => img.remove());

@@ -21,6 +21,8 @@ from ingest_pipeline_tests.servers import free_port
 
 CLI = str(Path(sys.executable).parent / "ingest-pipeline")
 HOSTILE = "<img src=x onerror=\"document.title='owned'\"> harvest machines"
+# A name that would recolour a terminal and set its title, were it printed raw.
+ODD_NAME = "\x1b[31mlog\x1b]0;owned\x07.md"
 
 
 def get(url: str) -> tuple[int, bytes, str]:
@@ -44,6 +46,7 @@ def server(tmp_path_factory):
     (sources / "nw_2021.pdf").write_bytes(annual_report_pdf("Northwind Traders Ltd", 2021))
     (sources / "fab_2021.pdf").write_bytes(annual_report_pdf("Fabrikam Growers Inc.", 2021))
     (sources / "notes.md").write_text(f"# Harvest notes\n\n{HOSTILE}\n")
+    (sources / ODD_NAME).write_text("# Lighthouse log\n\nThe keeper's logbook of lantern oil and wicks.\n")
     done = subprocess.run([CLI, "--data", str(data), "ingest"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     port = free_port()
@@ -98,6 +101,16 @@ def test_search_over_http_groups_by_page_and_filters_by_document(server):
     ]:
         status, body = search(url, **params)
         assert status == code and body["error"], params
+
+
+def test_a_name_is_kept_as_it_is_and_shown_escaped(server):
+    url, _ = server
+    status, body = search(url, q="keeper logbook of lantern oil", k=1)
+    assert status == 200 and body["results"][0]["path"] == ODD_NAME
+    shown = body["results"][0]["shown_path"]
+    assert shown == "\\x1b[31mlog\\x1b]0;owned\\x07.md"
+    _, documents = get_json(f"{url}/api/documents")
+    assert {d["shown_path"] for d in documents if d["path"] == ODD_NAME} == {shown}
 
 
 def test_records_lineage_and_pictures_are_reachable_and_nothing_else(server):
@@ -187,5 +200,11 @@ def test_a_person_searches_sees_the_page_and_opens_the_lineage(server):
             page.get_by_text("onerror", exact=False).first.wait_for(timeout=60_000)
             assert page.title() != "owned"
             assert page.locator(".passage img").count() == 0
+            # A file name's control characters are shown as escapes, never written raw.
+            page.fill("#q", "keeper logbook of lantern oil")
+            page.click("#go")
+            page.get_by_text("lantern oil", exact=False).first.wait_for(timeout=60_000)
+            where = page.locator(".result .where").first.inner_text()
+            assert "\\x1b[31mlog" in where and "\x1b" not in where and "\x07" not in where
         finally:
             browser.close()
