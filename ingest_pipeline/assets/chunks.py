@@ -21,6 +21,7 @@ from ingest_pipeline.assets.common import (
     SERVED,
     check_result,
     chunk_map_key,
+    claim_listing,
     document_keys,
     embeddings_key,
     for_each_document,
@@ -126,11 +127,24 @@ def build_chunk_asset(
             context,
             outcomes,
             started,
-            lambda o: claim_detail(metas.get(o.document, {}), active_info, failed=o.status == "failed"),
+            lambda o: _claim_metadata(st, active_info, metas.get(o.document, {}), o),
         )
         return MaterializeResult(check_results=[check_result(f) for f in claim_findings(metas, check_names)])
 
     return _chunks
+
+
+LISTED = ["page", "piece", "text", "bbox", "bbox_reason", "role", "header_path"]
+
+
+def _claim_metadata(st, info: ChunkerInfo, meta: Mapping[str, Any], outcome) -> dict[str, Any]:
+    """A chunker version's partition: its claim's detail, then every piece it cut, readable."""
+    detail = claim_detail(meta, info, failed=outcome.status == "failed")
+    table = st.lake.read("claims", info.asset_name, outcome.document, columns=LISTED) if meta else None
+    if table is not None and table.num_rows:
+        path = outcome.kept.get("path") or stages.load_source(st, outcome.document)[0]["path"]
+        detail["all_pieces"] = claim_listing(table, path, info.ref)
+    return detail
 
 
 def _asset_spec(chunker: Any, info: ChunkerInfo, check_names: tuple, served: bool, leads: Sequence[str]):

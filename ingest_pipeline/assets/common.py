@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
@@ -280,12 +282,42 @@ def chunk_listing(
     """Every chunk of a document, readable: its number, page, role, box, heading path and
     chunk id over its full text; past ``budget`` bytes of text, the command that lists the
     rest."""
+    rest = f"ingest-pipeline inspect '{display_name(path)}' --profile {profile}"
+    return piece_listing(rows, rest, lambda row: f"`{row.get('chunk_id')}`", budget)
+
+
+def claim_listing(table: pa.Table, path: str, chunker: str, budget: int = LISTING_BYTES) -> MetadataValue:
+    """Every piece a chunker version cut from a document (its claim table, before any
+    profile chose from it), readable as ``chunk_listing`` shows chunks, each named by page
+    and piece; only the rows the budget shows are turned into Python objects."""
+    table = table.sort_by([("page", "ascending"), ("piece", "ascending")])
+    sizes = pc.fill_null(pc.utf8_length(table.column("text")), len("[image]")).to_numpy(zero_copy_only=False)
+    shown = max(1, int((sizes.cumsum() <= budget).sum())) + 1  # one past the budget says what is left
+    rows = table.slice(0, shown).to_pylist()
+    rest = f"ingest-pipeline inspect '{display_name(path)}' --stage claims --chunker {chunker}"
+    return piece_listing(
+        rows, rest, lambda row: f"piece {row.get('piece')}", budget, noun="pieces", total=table.num_rows
+    )
+
+
+def piece_listing(
+    rows: Sequence[dict],
+    rest_command: str,
+    label: Callable[[dict], str],
+    budget: int = LISTING_BYTES,
+    noun: str = "chunks",
+    total: int | None = None,
+) -> MetadataValue:
+    """Rows of pieces as Markdown: per row a line of its number, page, role, box, heading
+    path and ``label``, then its whole text quoted; past ``budget`` bytes of text, how many
+    are left (of ``total``, when ``rows`` are only its first) and ``rest_command``, which
+    lists them."""
+    total = len(rows) if total is None else total
     lines, used = [], 0
     for number, row in enumerate(rows, start=1):
         text = row.get("text") or "[image]"
         if used and used + len(text) > budget:
-            rest = len(rows) - number + 1
-            lines.append(f"*{rest} more chunks:* `ingest-pipeline inspect '{path}' --profile {profile}`")
+            lines.append(f"*{total - number + 1} more {noun}:* `{rest_command}`")
             break
         used += len(text)
         bbox = row.get("bbox")
@@ -296,7 +328,7 @@ def chunk_listing(
         )
         heading = " › ".join(row.get("header_path") or [])
         head = f"**{number}** · page {row.get('page')} · {row.get('role')} · {box}"
-        lines.append(head + (f" · {heading}" if heading else "") + f" · `{row.get('chunk_id')}`")
+        lines.append(head + (f" · {heading}" if heading else "") + f" · {label(row)}")
         lines.extend("> " + (line.replace("|", "/") or " ") for line in text.split("\n"))
         lines.append("")
     return MetadataValue.md("\n".join(lines))

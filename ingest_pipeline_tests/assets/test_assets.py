@@ -178,6 +178,17 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
     assert len(handbook_rows) > 3 and all(r["chunk_id"] in listing["all_chunks"] for r in handbook_rows)
     shown = listing["all_chunks"]
     assert all(line.replace("|", "/") in shown for r in handbook_rows for line in r["text"].splitlines())
+    # So is every piece a chunker version cut, on that version's partition.
+    pieces = next(m for k, m in meta["chunks/markdown_v1"].items() if k.startswith("greenhouse-handbook"))
+    claim_texts = query(
+        lake,
+        "select text from claims where chunker = 'markdown@1' and document_id like 'greenhouse-handbook%'",
+    ).to_pylist()
+    assert len(claim_texts) > 3 and "piece 0" in pieces["all_pieces"]
+    assert all(
+        line.replace("|", "/") in pieces["all_pieces"] for r in claim_texts for line in r["text"].splitlines()
+    )
+    assert "all_pieces" not in csv_md  # a version that cut nothing lists nothing
     chunk_counts = {k: m["chunks"] for k, m in meta["chunk_map_default"].items()}
     assert chunk_counts[report] == per_doc["greenhouse_report.pdf"]
 
