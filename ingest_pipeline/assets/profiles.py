@@ -133,11 +133,16 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
         rows_by_doc, findings = chunk_map_findings(
             st, profile.name, keys, max_tokens, {o.document: o.kept for o in outcomes}, budgeted
         )
+        flagged: dict[str, list[int]] = {}  # pages under the coverage floor, drawn too
+        for finding in findings:
+            if finding.check == "page_text_covered":
+                for row in finding.rows:
+                    flagged.setdefault(row["document"], []).append(row["page"])
         report_partitions(
             context,
             [_over_budget(o, over, stage) for o in outcomes],
             started,
-            lambda o: _chunk_map_metadata(st, settings, profile, rows_by_doc, o, budgeted),
+            lambda o: _chunk_map_metadata(st, settings, profile, rows_by_doc, o, budgeted, flagged),
         )
         return MaterializeResult(check_results=[check_result(f) for f in findings])
 
@@ -163,8 +168,11 @@ def _over_budget(outcome, over: dict[str, str], stage: str):
     )
 
 
-def _chunk_map_metadata(st, settings, profile: Profile, rows_by_doc: dict, outcome, budgeted) -> dict:
-    """A chunk map partition's own metadata: its counts, every chunk's text and the page picture."""
+def _chunk_map_metadata(
+    st, settings, profile: Profile, rows_by_doc: dict, outcome, budgeted, flagged: dict[str, list[int]]
+) -> dict:
+    """A chunk map partition's own metadata: its counts, every chunk's text and the pictures
+    of its first page with boxes and of the pages the coverage check flagged."""
     rows = rows_by_doc.get(outcome.document, [])
     extra = {
         "profile": profile.name,
@@ -173,7 +181,12 @@ def _chunk_map_metadata(st, settings, profile: Profile, rows_by_doc: dict, outco
     }
     if rows:
         extra["all_chunks"] = chunk_listing(rows, rows[0].get("path") or outcome.document, profile.name)
-        picture = budgeted(outcome.document, lambda: page_picture(st, settings.passwords, rows))
+        picture = budgeted(
+            outcome.document,
+            lambda: page_picture(
+                st, settings.passwords, rows, flagged.get(outcome.document, ()), profile.name
+            ),
+        )
         if picture:
             extra[PAGE_PICTURE] = MetadataValue.md(picture)
     return extra

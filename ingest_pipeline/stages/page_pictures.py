@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ingest_pipeline import media_types as mt
+from ingest_pipeline.identity import display_name
 from ingest_pipeline.runtime.budget import check as budget_check
 from ingest_pipeline.runtime.memo import BoundedMemo
 from ingest_pipeline.stages.sources import load_source, source_bytes
@@ -318,41 +319,53 @@ def _draw_label(
     draw.text((x + pad - bx0, y + pad - by0), text, fill=text_ink, font=font)
 
 
-def page_picture(store: Store, passwords: Any, rows: list[dict[str, Any]]) -> str | None:
-    """Markdown showing the first page with geometry among ``rows``, its chunk boxes drawn
-    on the page rendered from the source bytes (None when no row has a box, or the bytes
-    can no longer be read)."""
+def page_picture(
+    store: Store,
+    passwords: Any,
+    rows: list[dict[str, Any]],
+    also: Sequence[int] = (),
+    profile: str | None = None,
+    most: int = 4,
+) -> str | None:
+    """Markdown showing the first page with geometry among ``rows`` and the pages in
+    ``also`` (the ones a check flagged, say), at most ``most`` in all, each with its chunk
+    boxes drawn on the page rendered from the source bytes; then, for the other pages, the
+    command that draws any of them. None when no row has a box, or the bytes can no longer
+    be read."""
     from ingest_pipeline.readers.base import password_for
-    from ingest_pipeline.stages.page_pictures import preview_markdown_image, render_page_preview
 
     first = next((r for r in rows if r["bbox"] is not None), None)
     if first is None:
         return None
-    same_page = [
-        r
-        for r in rows
-        if r["document_id"] == first["document_id"] and r["page"] == first["page"] and r["bbox"] is not None
-    ]
     try:
         source, _ = load_source(store, first["document_id"])
         content = source_bytes(source)
     except Exception:
         return None
-    aspect = None
-    for row in store.page_rows(first["document_id"]):
-        if row["page"] == first["page"] and row["width"] and row["height"]:
-            aspect = row["width"] / row["height"]
-    boxes = [(r["bbox"]["x0"], r["bbox"]["y0"], r["bbox"]["x1"], r["bbox"]["y1"]) for r in same_page]
-    png = render_page_preview(
-        content,
-        source["media_type"],
-        first["page"],
-        boxes,
-        labels=[str(r["index"]) for r in same_page],
-        aspect=aspect,
-        password=password_for(source["path"], passwords),
-    )
-    if png is None:
+    sizes = {r["page"]: (r["width"], r["height"]) for r in store.page_rows(first["document_id"])}
+    wanted = list(dict.fromkeys([first["page"], *sorted(p for p in also if p in sizes)]))[:most]
+    path = display_name(first["path"])
+    parts = []
+    for page in wanted:
+        same_page = [r for r in rows if r["page"] == page and r["bbox"] is not None]
+        width, height = sizes.get(page) or (None, None)
+        png = render_page_preview(
+            content,
+            source["media_type"],
+            page,
+            [(r["bbox"]["x0"], r["bbox"]["y0"], r["bbox"]["x1"], r["bbox"]["y1"]) for r in same_page],
+            labels=[str(r["index"]) for r in same_page],
+            aspect=width / height if width and height else None,
+            password=password_for(source["path"], passwords),
+        )
+        if png is not None:
+            why = "" if page == first["page"] else " (flagged by page_text_covered)"
+            parts.append(f"{path}, page {page}{why}:\n\n" + preview_markdown_image(png, f"{path} p{page}"))
+    if not parts:
         return None
-    where = f"{first['path']}, page {first['page']}"
-    return f"{where}:\n\n" + preview_markdown_image(png, f"{first['path']} p{first['page']}")
+    if profile and len(sizes) > len(wanted):
+        parts.append(
+            f"Any other of its {len(sizes)} pages: "
+            f"`ingest-pipeline show '{path}' --page N --profile {profile} --out page.png`"
+        )
+    return "\n\n".join(parts)
