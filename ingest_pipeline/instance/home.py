@@ -37,6 +37,9 @@ concurrency:
     default_limit: 1
 telemetry:
   enabled: false
+# No "join the community" dialog over the UI on a fresh instance.
+nux:
+  enabled: false
 # Runs' event logs in SQLite where Dagster keeps them ($DAGSTER_HOME/history/runs), written
 # through connections kept open (ingest_pipeline.instance.home.KeptOpenSqliteEventLogStorage): a
 # batched run writes hundreds of events, and opening the database anew for each cost more

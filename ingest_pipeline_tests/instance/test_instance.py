@@ -94,6 +94,11 @@ def test_the_instance_of_a_root_ignores_a_dagster_home_pointing_elsewhere(data_d
         KeptOpenSqliteEventLogStorage.from_config_value(None, {})
 
 
+def test_a_new_roots_instance_shows_no_community_dialog_and_sends_no_telemetry(data_dir):
+    instance = instance_for(str(data_dir / "dagster_home"))
+    assert instance.nux_enabled is False and instance.telemetry_enabled is False
+
+
 def test_old_run_shards_are_closed_beyond_the_kept_number(data_dir):
     storage = instance_for(str(data_dir / "dagster_home")).event_log_storage
     for i in range(storage.KEEP + 3):
