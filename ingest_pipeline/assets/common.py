@@ -24,6 +24,7 @@ from dagster import (
 )
 
 from ingest_pipeline.identity import display_name
+from ingest_pipeline.instance.run_tags import failure_tags
 from ingest_pipeline.runtime import progress
 from ingest_pipeline.runtime.collector import fewer_collections
 from ingest_pipeline.settings import Settings
@@ -236,6 +237,7 @@ def report_partitions(
                 ]
             )
             context.add_asset_metadata(metadata, partition_key=shard)
+        tag_failures(context, outcomes)
         return
     for (
         outcome
@@ -243,6 +245,17 @@ def report_partitions(
         context.add_asset_metadata(
             outcome_metadata(outcome, extra(outcome) if extra else None), partition_key=outcome.document
         )
+    tag_failures(context, outcomes)
+
+
+def tag_failures(context: AssetExecutionContext, outcomes: Sequence[Outcome]) -> None:
+    """Count the step's failed documents on its run's tags (``run_tags.failure_tags``)."""
+    failed = sum(o.status == "failed" for o in outcomes)
+    if not failed:
+        return
+    run = context.instance.get_run_by_id(context.run_id)
+    existing = dict(run.tags) if run is not None else {}
+    context.instance.add_run_tags(context.run_id, failure_tags(existing, context.op_def.name, failed))
 
 
 def check_result(finding: Finding) -> AssetCheckResult:

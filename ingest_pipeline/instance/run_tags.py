@@ -27,3 +27,25 @@ def k8s_run_tags(kind: str) -> dict[str, Any]:
     if not on_kubernetes():
         return {}
     return {K8S_CONFIG_TAG: {"container_config": {"resources": RUN_RESOURCES[kind]}}}
+
+
+# A run that failed some documents says so in the Runs list, where a person looks first:
+# Dagster gives a batch run one status for all its partitions, so the run stays a success
+# while these tags count its failed documents and name the steps they failed in.
+FAILED_DOCUMENTS_TAG = "ingest_pipeline/failed_documents"
+FAILED_IN_TAG = "ingest_pipeline/failed_in"
+
+
+def failure_tags(existing: dict[str, str], step: str, failed: int) -> dict[str, str]:
+    """The run's failure tags once a step failed ``failed`` documents: the largest count any
+    of its steps failed (a document failed early is skipped later, not failed again) and
+    every step that failed one, in the order they did."""
+    try:
+        before = int(existing.get(FAILED_DOCUMENTS_TAG) or 0)
+    except ValueError:
+        before = 0
+    steps = [s for s in (existing.get(FAILED_IN_TAG) or "").split(", ") if s]
+    return {
+        FAILED_DOCUMENTS_TAG: str(max(before, failed)),
+        FAILED_IN_TAG: ", ".join(dict.fromkeys([*steps, step])),
+    }

@@ -9,6 +9,7 @@ from dagster import AssetKey
 
 from ingest_pipeline.assets.profiles import PAGE_PICTURE
 from ingest_pipeline.definitions import build_definitions
+from ingest_pipeline.instance.run_tags import FAILED_DOCUMENTS_TAG, FAILED_IN_TAG
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import load_settings
 from ingest_pipeline.storage.catalog import query
@@ -90,6 +91,9 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
     assert sorted(k.split("-")[0] for k, v in page_status.items() if v == "FAILED") == ["broken", "empty"]
     broken = next(m for k, m in meta["pages"].items() if k.startswith("broken"))
     assert broken["status"].startswith("FAILED in pages: ")
+    # The run stays a success (one status for every partition) and counts them on its tags.
+    tags = instance.get_run_by_id(result.run_id).tags
+    assert tags[FAILED_DOCUMENTS_TAG] == "2" and tags[FAILED_IN_TAG].split(", ")[0] == "pages", tags
     # Each document's record, on its own partition of pages: what it is, as read from it.
     handbook_pages = next(m for k, m in meta["pages"].items() if k.startswith("greenhouse-handbook"))
     report_pages = next(m for k, m in meta["pages"].items() if k.startswith("greenhouse-report"))

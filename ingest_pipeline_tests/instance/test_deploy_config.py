@@ -268,3 +268,13 @@ def test_the_committed_local_instance_config_is_the_one_new_roots_get_and_dagste
     committed = (ROOT / "data" / "dagster_home" / "dagster.yaml").read_text()
     assert committed == DAGSTER_YAML
     assert process_config(dagster_instance_config_schema(), yaml.safe_load(committed)).success
+
+
+def test_a_runs_failure_tags_keep_the_largest_count_and_every_step_once():
+    from ingest_pipeline.instance.run_tags import FAILED_DOCUMENTS_TAG, FAILED_IN_TAG, failure_tags
+
+    tags = failure_tags({"other": "x"}, "pages", 2)
+    assert tags == {FAILED_DOCUMENTS_TAG: "2", FAILED_IN_TAG: "pages"}
+    tags = failure_tags(tags, "chunk_map_retrieval", 1)
+    tags = failure_tags(tags, "pages", 3)
+    assert tags == {FAILED_DOCUMENTS_TAG: "3", FAILED_IN_TAG: "pages, chunk_map_retrieval"}
