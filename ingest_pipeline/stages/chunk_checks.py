@@ -4,6 +4,7 @@ read page's words found in that page's chunks."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -117,11 +118,16 @@ def _words(text: str) -> list[str]:
 
 def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -> Finding:
     """Each read page's words (as its reader read them) appear in that page's chunks, at
-    least COVERAGE_FLOOR of them (chunk text need not rebuild the page text exactly)."""
+    least COVERAGE_FLOOR of them (chunk text need not rebuild the page text exactly). Lines a
+    chunker left out on purpose and said so (``meta.left_out``: running headers and footers,
+    page numbers) count as accounted for, so the check fails only on words really lost; a
+    page under the floor lists the first of its missing words."""
     texts: dict[tuple[str, int], list[str]] = {}
     for row in rows:
+        key = (row["document_id"], row["page"])
         if row.get("text"):
-            texts.setdefault((row["document_id"], row["page"]), []).append(row["text"])
+            texts.setdefault(key, []).append(row["text"])
+        texts.setdefault(key, []).extend(_left_out(row.get("meta")))
     # a page's chunk texts read as one (a space between them splits no word): one call a page
     chunk_words = {key: set(_words(" ".join(parts))) for key, parts in texts.items()}
     low = []
@@ -133,7 +139,15 @@ def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -
         have = chunk_words.get((page["document_id"], page["page"]), set())
         share = sum(n for w, n in Counter(words).items() if w in have) / len(words)
         if share < COVERAGE_FLOOR:
-            low.append({"document": page["document_id"], "page": page["page"], "covered": round(share, 3)})
+            missing = [w for w in dict.fromkeys(words) if w not in have][:MISSING_SHOWN]
+            low.append(
+                {
+                    "document": page["document_id"],
+                    "page": page["page"],
+                    "covered": round(share, 3),
+                    "missing": " ".join(missing),
+                }
+            )
     return Finding(
         "page_text_covered",
         not low,
@@ -142,6 +156,20 @@ def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -
         {"count": len(low), "pages": len(pages), "floor": COVERAGE_FLOOR},
         warn=True,
     )
+
+
+MISSING_SHOWN = 12  # missing words a page under the floor lists
+
+
+def _left_out(meta: str | None) -> list[str]:
+    """The texts a chunk's ``meta.left_out`` names (lines its chunker left out on purpose)."""
+    if not meta or '"left_out"' not in meta:
+        return []
+    try:
+        items = json.loads(meta).get("left_out") or []
+    except (ValueError, AttributeError):
+        return []
+    return [item["text"] for item in items if isinstance(item, dict) and isinstance(item.get("text"), str)]
 
 
 def chunk_row_findings(rows: list[dict[str, Any]], max_tokens: int) -> list[Finding]:

@@ -1,7 +1,9 @@
-"""A chunk map partition draws, beside its first page, the pages its coverage check flagged,
-and names the command that draws any other page (through Dagster, real lake and model)."""
+"""The coverage check of a chunk map fails on words really lost, not on lines a chunker left
+out on purpose; the partition draws the pages it flagged beside its first page and names the
+command that draws any other (through Dagster, real lake and model)."""
 
 from ingest_pipeline.assets.profiles import PAGE_PICTURE
+from ingest_pipeline_tests.chunker_doubles import install_distribution
 from ingest_pipeline_tests.dagster_helpers import (
     fresh_pipeline,
     materializations,
@@ -14,10 +16,31 @@ from ingest_pipeline_tests.pdf_writer import PdfWriter
 HEADER = "Northwind Traders quarterly harvest ledger confidential draft for the board"
 SEASONS = ("spring", "summer", "autumn", "winter", "the dry months", "the rains")
 
+# A third-party chunker that keeps only the first three words of each PDF page: it loses
+# text, and says nothing about it.
+CLIPPED_SOURCE = """
+from ingest_pipeline.chunkers.base import BaseChunker
+from ingest_pipeline.contract import ChunkPiece, PageChunks
+
+
+class ClippedChunker(BaseChunker):
+    id = "clipped"
+    version = 1
+    summary = "the first three words of a PDF page"
+
+    def chunk(self, content, media_type, pages):
+        if media_type != "application/pdf":
+            return ()
+        return tuple(
+            PageChunks(page=p.page, pieces=(
+                ChunkPiece(text=" ".join(p.text.split()[:3]), bbox=(0.1, 0.05, 0.9, 0.1)),))
+            for p in pages if p.status == "read" and p.text.strip())
+"""
+
 
 def _headed_pdf() -> bytes:
-    """Six pages, each a long running header (which pdf@4 leaves out) over one short line:
-    every page's served words fall under the coverage floor."""
+    """Six pages, each a long running header (which pdf@4 leaves out, and says so) over one
+    short line."""
     w = PdfWriter()
     for season in SEASONS:
         page = w.page()
@@ -26,24 +49,37 @@ def _headed_pdf() -> bytes:
     return w.to_bytes()
 
 
-def test_the_flagged_pages_are_drawn_and_the_others_one_command_away(data_dir):
+def test_lost_words_flag_pages_which_are_drawn_and_left_out_lines_do_not(data_dir, tmp_path, monkeypatch):
+    site = install_distribution(
+        tmp_path / "site", "acme_clipped", CLIPPED_SOURCE, {"clipped": "acme_clipped:ClippedChunker"}
+    )
+    monkeypatch.syspath_prepend(str(site))
     (data_dir / "sources" / "ledger.pdf").write_bytes(_headed_pdf())
     pipeline = fresh_pipeline(data_dir)
     instance = temporary_instance(data_dir)
-    keys = register(pipeline, instance)
-    result = run_batch(pipeline, instance, keys)
+    result = run_batch(pipeline, instance, register(pipeline, instance))
     assert result.success
-    (coverage,) = [
-        e
+    coverage = {
+        e.asset_key.to_user_string(): e
         for e in result.get_asset_check_evaluations()
-        if e.check_name == "page_text_covered" and e.asset_key.to_user_string() == "chunk_map_retrieval"
-    ]
-    assert not coverage.passed and coverage.metadata["count"].value == 6  # every page, as it should here
-    (picture,) = [m[PAGE_PICTURE] for m in materializations(result)["chunk_map_retrieval"].values()]
+        if e.check_name == "page_text_covered"
+    }
+    # pdf@4 left the header out on purpose and said so: nothing was lost
+    assert coverage["chunk_map_retrieval"].passed
+    # the clipped chunker lost all but three words of every page: each page is flagged, with
+    # its missing words
+    lossy = coverage["chunk_map_default"]
+    assert not lossy.passed and lossy.metadata["count"].value == 6
+    table = lossy.metadata["pages_below_floor"].value
+    assert "harvest ledger confidential" in table and "barley planted" in table
+    meta = materializations(result)
+    (picture,) = [m[PAGE_PICTURE] for m in meta["chunk_map_default"].values()]
     assert picture.startswith("ledger.pdf, page 1:")
     assert picture.count("](data:image/png;base64,") == 4  # at most four pictures a partition
     assert "ledger.pdf, page 2 (flagged by page_text_covered):" in picture
     assert picture.endswith(
         "Any other of its 6 pages: "
-        "`ingest-pipeline show 'ledger.pdf' --page N --profile retrieval --out page.png`"
+        "`ingest-pipeline show 'ledger.pdf' --page N --profile default --out page.png`"
     )
+    (served,) = [m[PAGE_PICTURE] for m in meta["chunk_map_retrieval"].values()]
+    assert served.count("](data:image/png;base64,") == 1  # nothing flagged: its first page only
