@@ -40,6 +40,7 @@ GENERATE = ".venv/bin/python bench/benchmarks_page.py"
 # Measures, by file name: exact names first, then prefixes.
 EXACT = {
     "collector.json": "collector",
+    "coverage.json": "coverage",
     "embedders.json": "embedders",
     "daemon.json": "daemon",
     "embed_threads.json": "embed_threads",
@@ -79,6 +80,7 @@ MEASURE_NAMES = {
     "search": "Served search: documents first, one result per page",
     "serve": "Search latency, served beside the command line",
     "large_inputs": "Large legal inputs: a 300,000 × 5 sheet, a 16 MB nested Markdown",
+    "coverage": "Word coverage of the served chunks over the corpus PDFs",
 }
 RETRIEVAL_SETS = {
     "docugami": ("Docugami SEC 10-Q", "a hit is a chunk of a document the question names"),
@@ -303,7 +305,19 @@ def large_inputs_text(d: dict[str, Any]) -> str:
     )
 
 
+def coverage_text(d: dict[str, Any]) -> str:
+    under = "; ".join(
+        f"{p['path']} page {p['page']} ({p['covered']}, missing: {p['missing']})" for p in d["under_floor"]
+    )
+    return (
+        f"profile {d['profile']}, {d['documents']} PDFs, {d['pages']:,} pages with words: mean "
+        f"{d['mean_covered']} of a page's words in its chunks or its left-out lines; "
+        f"{d['pages_under_floor']} pages under {d['floor']}" + (f": {under}" if under else "")
+    )
+
+
 SPEED: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
+    "coverage": ("bench/coverage_bench.py", coverage_text),
     "large_inputs": ("bench/large_inputs_bench.py", large_inputs_text),
     "serve": ("bench/serve_bench.py", serve_text),
     "passages": ("bench/passages_bench.py", passages_text),

@@ -122,32 +122,11 @@ def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -
     chunker left out on purpose and said so (``meta.left_out``: running headers and footers,
     page numbers) count as accounted for, so the check fails only on words really lost; a
     page under the floor lists the first of its missing words."""
-    texts: dict[tuple[str, int], list[str]] = {}
-    for row in rows:
-        key = (row["document_id"], row["page"])
-        if row.get("text"):
-            texts.setdefault(key, []).append(row["text"])
-        texts.setdefault(key, []).extend(_left_out(row.get("meta")))
-    # a page's chunk texts read as one (a space between them splits no word): one call a page
-    chunk_words = {key: set(_words(" ".join(parts))) for key, parts in texts.items()}
-    low = []
-    for page in pages:
-        budget_check()
-        words = _words(page["text"])
-        if not words:
-            continue
-        have = chunk_words.get((page["document_id"], page["page"]), set())
-        share = sum(n for w, n in Counter(words).items() if w in have) / len(words)
-        if share < COVERAGE_FLOOR:
-            missing = [w for w in dict.fromkeys(words) if w not in have][:MISSING_SHOWN]
-            low.append(
-                {
-                    "document": page["document_id"],
-                    "page": page["page"],
-                    "covered": round(share, 3),
-                    "missing": " ".join(missing),
-                }
-            )
+    low = [
+        {**p, "covered": round(p["covered"], 3)}
+        for p in page_coverage(pages, rows)
+        if p["covered"] < COVERAGE_FLOOR
+    ]
     return Finding(
         "page_text_covered",
         not low,
@@ -158,7 +137,51 @@ def page_text_finding(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -
     )
 
 
+def page_coverage(pages: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per read page with words: the share of its words (as its reader read them) found in its
+    chunks or in the lines its chunker left out on purpose (``covered``, unrounded), and the
+    first words missing."""
+    texts: dict[tuple[str, int], list[str]] = {}
+    for row in rows:
+        key = (row["document_id"], row["page"])
+        if row.get("text"):
+            texts.setdefault(key, []).append(row["text"])
+        texts.setdefault(key, []).extend(_left_out(row.get("meta")))
+    # a page's chunk texts read as one (a space between them splits no word): one call a page
+    chunk_words = {key: set(_words(" ".join(parts))) for key, parts in texts.items()}
+    out = []
+    for page in pages:
+        budget_check()
+        words = _words(page["text"])
+        if not words:
+            continue
+        have = chunk_words.get((page["document_id"], page["page"]), set())
+        joined = _joined_halves(words, have)
+        share = sum(n for w, n in Counter(words).items() if w in have or w in joined) / len(words)
+        missing = [w for w in dict.fromkeys(words) if w not in have and w not in joined][:MISSING_SHOWN]
+        out.append(
+            {
+                "document": page["document_id"],
+                "page": page["page"],
+                "covered": share,
+                "missing": " ".join(missing),
+            }
+        )
+    return out
+
+
 MISSING_SHOWN = 12  # missing words a page under the floor lists
+
+
+def _joined_halves(words: list[str], have: set[str]) -> set[str]:
+    """Words of the reader's text that a chunk holds joined with their neighbour: the two
+    halves of a word hyphenated across a line ("Bemer-" "kung"), which a chunker that
+    mends the hyphenation holds as one ("bemerkung")."""
+    halves: set[str] = set()
+    for first, second in zip(words, words[1:]):
+        if (first not in have or second not in have) and first + second in have:
+            halves.update((first, second))
+    return halves
 
 
 def _left_out(meta: str | None) -> list[str]:
