@@ -302,6 +302,13 @@ def large_inputs_text(d: dict[str, Any]) -> str:
             for s in (d.get("ingest_xlsx"), d.get("ingest_csv"))
             if s
         )
+        + (
+            f"; the whole ingest of the XLSX with its served profile embedded and indexed: "
+            f"{e['rows_per_second']:,} rows/s ({e['seconds']:,} s), peak RSS {e['peak_rss_mib']:,} MiB, "
+            f"{e['chunks']:,} chunks (`{e['command']}`, {e['date'][:10]})"
+            if (e := d.get("ingest_xlsx_embedded"))
+            else ""
+        )
     )
 
 
