@@ -5,9 +5,9 @@ its real content costs. Cached values are used; a formula without one falls back
 text (``=A1+1``). Dates are rendered ISO-style from the cell's number format.
 
 A reader that wants only the page text asks for ``cells=False``: each row becomes its line
-as the stream passes it, so no per-cell objects are held (they cost about ten times the
-text). Rows out of order, which no common writer produces, fall back to reading the sheet
-again with its cells, so both ways give the same text.
+as the stream passes it, so no per-cell objects are held. Rows out of order, which no
+common writer produces, fall back to reading the sheet again with its cells, so both ways
+give the same text.
 """
 
 from __future__ import annotations
@@ -266,7 +266,7 @@ def _read_sheet(
     cells = sheet.cells
     if not keep_cells:
         sheet.lines = []
-        last_row, filled = -1, 0
+        last_row = filled = 0
     for element in package.iterparse(part, tags):
         tag = localname(element)
         if tag == "row":
@@ -295,7 +295,8 @@ def _read_sheet(
                     if len(cells) > limit:
                         raise PackageError(f"sheet {name!r} has over {limit} non-empty cells")
             if not keep_cells and cells:
-                last_row, filled = _take_row_line(sheet, cells, last_row, filled + len(cells))
+                filled += len(cells)
+                last_row = _take_row_line(sheet.lines, cells, last_row)
                 if filled > limit:
                     raise PackageError(f"sheet {name!r} has over {limit} non-empty cells")
             element.clear()
@@ -334,18 +335,16 @@ def _read_sheet(
     return sheet
 
 
-def _take_row_line(
-    sheet: SheetData, cells: dict[tuple[int, int], str], last_row: int, filled: int
-) -> tuple[int, int]:
-    """Move one row's cells into the sheet's lines (and empty ``cells``): (row, filled)."""
+def _take_row_line(lines: list[str], cells: dict[tuple[int, int], str], after: int) -> int:
+    """Move one row's cells into ``lines`` as its line (emptying ``cells``) and return its
+    1-based number, which must come after ``after``."""
     rows = {r for r, _ in cells}
-    row = rows.pop()
-    if rows or row <= last_row:
+    row = rows.pop() + 1
+    if rows or row <= after:
         raise _OutOfOrder
-    assert sheet.lines is not None
-    sheet.lines.append(_row_line({c: value for (_, c), value in cells.items()}))
+    lines.append(_row_line({c: value for (_, c), value in cells.items()}))
     cells.clear()
-    return row, filled
+    return row
 
 
 def _cell_text(book: _Workbook, sheet: SheetData, cell) -> str | None:

@@ -26,11 +26,12 @@ def page_png(
     if source is None:
         raise ShowError(f"no document {document!r}")
     media = (source["media_type"] or "").split(";")[0]
+    shown = display_name(source["path"])
     if media not in (mt.PDF, mt.PPTX):
-        raise ShowError(f"{display_name(source['path'])} is {media}: it has no pages to draw")
+        raise ShowError(f"{shown} is {media}: it has no pages to draw")
     sizes = {r["page"]: r for r in parts.store.page_rows(document, columns=["page", "width", "height"])}
     if page not in sizes:
-        raise ShowError(f"{display_name(source['path'])} has no page {page}")
+        raise ShowError(f"{shown} has no page {page}")
     wanted = {c: n for n, c in enumerate(chunk_ids, start=1)}
     panel = Panel(f"{len(wanted)} passage{'s' if len(wanted) != 1 else ''}")
     for row in parts.store.chunk_rows(profile, document):
@@ -53,11 +54,11 @@ def page_png(
             content, media, page, width, password_for(source["path"], parts.settings.passwords), aspect
         )
         if image is None:
-            raise ShowError(f"page {page} of {display_name(source['path'])} cannot be drawn")
+            raise ShowError(f"page {page} of {shown} cannot be drawn")
         png, _ = draw(
             [image],
             [panel],
             write_text=media != mt.PDF,
-            caption=f"{display_name(source['path'])}  page {page}",
+            caption=f"{shown}  page {page}",
         )
     return png

@@ -342,7 +342,8 @@ def page_picture(
         content = source_bytes(source)
     except Exception:
         return None
-    sizes = {r["page"]: (r["width"], r["height"]) for r in store.page_rows(first["document_id"])}
+    page_sizes = store.page_rows(first["document_id"], columns=["page", "width", "height"])
+    sizes = {r["page"]: (r["width"], r["height"]) for r in page_sizes}
     wanted = list(dict.fromkeys([first["page"], *sorted(p for p in also if p in sizes)]))[:most]
     path = display_name(first["path"])
     parts = []
