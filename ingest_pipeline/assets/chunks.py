@@ -6,20 +6,18 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from dagster import (
-    AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
     Field,
-    MaterializeResult,
     asset,
 )
 
 from ingest_pipeline import stages
+from ingest_pipeline.assets.checks import document_check, materialized_with_checks
 from ingest_pipeline.assets.common import (
     BATCH_POLICY,
     LEADS,
     SERVED,
-    check_result,
     chunk_map_key,
     claim_listing,
     document_keys,
@@ -92,7 +90,7 @@ def build_chunk_asset(
         chunkers: ChunkersResource,
         parse: ParseWorkerResource,
         embedder: EmbedderResource,
-    ) -> MaterializeResult:
+    ):
         settings, st, worker = ingest.settings(), store.store(), parse.worker()
         active, active_info = chunker, info
         overrides = dict(context.op_config or {})
@@ -129,7 +127,10 @@ def build_chunk_asset(
             started,
             lambda o: _claim_metadata(st, active_info, metas.get(o.document, {}), o),
         )
-        return MaterializeResult(check_results=[check_result(f) for f in claim_findings(metas, check_names)])
+        judged = {o.document for o in outcomes if o.status not in ("failed", "skipped")}
+        yield from materialized_with_checks(
+            context, {doc: claim_findings({doc: metas[doc]}, check_names) for doc in keys if doc in judged}
+        )
 
     return _chunks
 
@@ -163,11 +164,10 @@ def _asset_spec(chunker: Any, info: ChunkerInfo, check_names: tuple, served: boo
         description=f"{info.ref} ({kind}): {info.summary or 'chunks'}. Claims per page, in reading order.",
         config_schema=config_schema_for(chunker),
         check_specs=[
-            AssetCheckSpec(
+            document_check(
                 name,
-                asset=key,
-                description=check_descriptions.get(name)
-                or f"{info.ref}'s own check '{name}' over the claims it cut",
+                key,
+                check_descriptions.get(name) or f"{info.ref}'s own check '{name}' over the claims it cut",
             )
             for name in check_names
         ],

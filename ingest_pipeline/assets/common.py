@@ -15,8 +15,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from dagster import (
-    AssetCheckResult,
-    AssetCheckSeverity,
     AssetExecutionContext,
     AssetKey,
     BackfillPolicy,
@@ -28,7 +26,7 @@ from ingest_pipeline.instance.run_tags import failure_tags
 from ingest_pipeline.runtime import progress
 from ingest_pipeline.runtime.collector import fewer_collections
 from ingest_pipeline.settings import Settings
-from ingest_pipeline.stages import IN_PROCESS_TAG, Finding, Outcome
+from ingest_pipeline.stages import IN_PROCESS_TAG, Outcome
 from ingest_pipeline.storage.stage_names import StageName
 from ingest_pipeline.storage.store import Store
 
@@ -149,6 +147,13 @@ def document_keys(
 _SHARD_OF: dict[str, dict[str, str]] = {}
 
 
+def partition_of(context: AssetExecutionContext) -> Callable[[str], str]:
+    """Document -> the partition that stands for it in this run: itself, or in shard mode
+    its shard."""
+    shard_of = _SHARD_OF.get(context.run_id) or {}
+    return lambda document: shard_of.get(document, document)
+
+
 def for_each_document(
     context: AssetExecutionContext, keys: Iterable[str], step: Callable[[str], Outcome], threads: int = 1
 ) -> list[Outcome]:
@@ -256,17 +261,6 @@ def tag_failures(context: AssetExecutionContext, outcomes: Sequence[Outcome]) ->
     run = context.instance.get_run_by_id(context.run_id)
     existing = dict(run.tags) if run is not None else {}
     context.instance.add_run_tags(context.run_id, failure_tags(existing, context.op_def.name, failed))
-
-
-def check_result(finding: Finding) -> AssetCheckResult:
-    """A stage's finding as the asset check result the UI shows."""
-    return AssetCheckResult(
-        check_name=finding.check,
-        passed=finding.passed,
-        severity=AssetCheckSeverity.WARN if finding.warn else AssetCheckSeverity.ERROR,
-        description=finding.description,
-        metadata={finding.table: findings_table(finding.rows), **finding.counts},
-    )
 
 
 def findings_table(rows: Sequence[Mapping[str, Any]], limit: int = 50) -> MetadataValue:

@@ -5,7 +5,6 @@ import time
 
 from dagster import (
     AssetCheckResult,
-    AssetCheckSpec,
     AssetExecutionContext,
     MaterializeResult,
     MetadataValue,
@@ -13,11 +12,11 @@ from dagster import (
 )
 
 from ingest_pipeline import stages
+from ingest_pipeline.assets.checks import by_document, check_result, document_check, materialized_with_checks
 from ingest_pipeline.assets.chunks import chunk_asset_key
 from ingest_pipeline.assets.common import (
     BATCH_POLICY,
     SERVED,
-    check_result,
     chunk_listing,
     chunk_map_key,
     document_keys,
@@ -93,7 +92,7 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
         description=f"Profile '{profile.name}': claims merged per page, first in order wins "
         f"({', '.join(i.ref for i in order)}).",
         metadata={"order": [i.ref for i in order], "profile": profile.name, "embedder": model.ref},
-        check_specs=[AssetCheckSpec(n, asset=map_key, description=d) for n, d in CHUNK_MAP_CHECKS.items()],
+        check_specs=[document_check(n, map_key, d) for n, d in CHUNK_MAP_CHECKS.items()],
         op_tags=served_first(SERVED if indexed else 0),
     )
     def _chunk_map(
@@ -102,7 +101,7 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
         store: StoreResource,
         chunkers: ChunkersResource,
         embedder: EmbedderResource,
-    ) -> MaterializeResult:
+    ):
         settings, st, registry = ingest.settings(), store.store(), chunkers.registry()
         started, force = time.perf_counter(), forced(context, ingest)
         keys = document_keys(context, settings, st)
@@ -134,18 +133,19 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
         rows_by_doc, findings = chunk_map_findings(
             st, profile.name, keys, max_tokens, {o.document: o.kept for o in outcomes}, budgeted
         )
-        flagged: dict[str, list[int]] = {}  # pages under the coverage floor, drawn too
-        for finding in findings:
-            if finding.check == "page_text_covered":
-                for row in finding.rows:
-                    flagged.setdefault(row["document"], []).append(row["page"])
+        judged = {o.document for o in outcomes if o.status not in ("failed", "skipped")}
+        findings = {doc: found for doc, found in findings.items() if doc in judged}
+        flagged = {  # pages under the coverage floor, drawn too
+            doc: [row["page"] for f in found if f.check == "page_text_covered" for row in f.rows]
+            for doc, found in findings.items()
+        }
         report_partitions(
             context,
             [_over_budget(o, over, stage) for o in outcomes],
             started,
             lambda o: _chunk_map_metadata(st, settings, profile, rows_by_doc, o, budgeted, flagged),
         )
-        return MaterializeResult(check_results=[check_result(f) for f in findings])
+        yield from materialized_with_checks(context, findings)
 
     return _chunk_map
 
@@ -255,10 +255,8 @@ def lancedb_asset(profile: Profile, model: Embedder):
         f"{table_name(profile.name)}.",
         metadata={"profile": profile.name, "embedder": model.ref, "model": model.model_id},
         check_specs=[
-            AssetCheckSpec(
-                "rows_match_parquet",
-                asset=lance_key,
-                description="Each document's LanceDB rows equal its chunk map's rows.",
+            document_check(
+                "rows_match_parquet", lance_key, "Each document's LanceDB rows equal its chunk map's rows."
             )
         ],
     )
@@ -268,7 +266,7 @@ def lancedb_asset(profile: Profile, model: Embedder):
         store: StoreResource,
         index: IndexResource,
         embedder: EmbedderResource,
-    ) -> MaterializeResult:
+    ):
         st, lance, model = store.store(), index.index(), embedder.for_profile(profile.name)
         started, force = time.perf_counter(), forced(context, ingest)
         keys = document_keys(context, ingest.settings(), st)
@@ -292,7 +290,10 @@ def lancedb_asset(profile: Profile, model: Embedder):
             "table_rows": table_rows,
         }
         report_partitions(context, outcomes, started, rows_of)
-        return MaterializeResult(check_results=[check_result(finding)])
+        judged = [o.document for o in outcomes if o.status not in ("failed", "skipped")]
+        yield from materialized_with_checks(
+            context, {doc: [found] for doc, found in by_document(finding, judged).items()}
+        )
 
     return _lancedb
 

@@ -46,12 +46,13 @@ def chunk_map_findings(
     max_tokens: int,
     kept: dict[str, dict[str, Any]] | None = None,
     budgeted: Callable[[str, Callable[[], Any]], Any] | None = None,
-) -> tuple[dict[str, list[dict[str, Any]]], list[Finding]]:
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[Finding]]]:
     """A batch's chunk rows per document (image bytes left out) and the chunk map's checks
-    over them: each document's rows and pages are read once, or taken from ``kept`` (per
-    document, the ``rows`` and ``pages`` the stage just wrote and read). Each document is
-    checked on its own through ``budgeted(document, work)``, which answers None for a
-    document over its budget: that document is left out of the findings."""
+    of each document (``joined_findings`` makes one verdict of several): each document's
+    rows and pages are read once, or taken from ``kept`` (per document, the ``rows`` and
+    ``pages`` the stage just wrote and read). Each document is checked on its own through
+    ``budgeted(document, work)``, which answers None for a document over its budget: that
+    document is left out of the findings."""
     kept = kept or {}
     budgeted = budgeted or (lambda _doc, work: work())
 
@@ -73,10 +74,8 @@ def chunk_map_findings(
         ]
         return [*chunk_row_findings(rows, max_tokens), page_text_finding(pages_read, rows)]
 
-    per_doc = [budgeted(doc, lambda doc=doc: findings_of(doc)) for doc in documents]
-    if not any(found is not None for found in per_doc):
-        return rows_by_doc, [*chunk_row_findings([], max_tokens), page_text_finding([], [])]
-    return rows_by_doc, joined_findings([found for found in per_doc if found is not None])
+    per_doc = {doc: budgeted(doc, lambda doc=doc: findings_of(doc)) for doc in documents}
+    return rows_by_doc, {doc: found for doc, found in per_doc.items() if found is not None}
 
 
 _SUMMED = ("count", "pages", "flagged")

@@ -1,6 +1,9 @@
 """The coverage check of a chunk map fails on words really lost, not on lines a chunker left
 out on purpose; the partition draws the pages it flagged beside its first page and names the
-command that draws any other (through Dagster, real lake and model)."""
+command that draws any other; each check result belongs to the document it judged, so a
+later run of another document does not hide it (through Dagster, real lake and model)."""
+
+from dagster import AssetCheckKey, AssetKey
 
 from ingest_pipeline.assets.profiles import PAGE_PICTURE
 from ingest_pipeline_tests.chunker_doubles import install_distribution
@@ -64,6 +67,8 @@ def test_lost_words_flag_pages_which_are_drawn_and_left_out_lines_do_not(data_di
         for e in result.get_asset_check_evaluations()
         if e.check_name == "page_text_covered"
     }
+    (ledger,) = register(pipeline, instance)
+    assert {e.partition for e in coverage.values()} == {ledger}  # each result names its document
     # pdf@4 left the header out on purpose and said so: nothing was lost
     assert coverage["chunk_map_retrieval"].passed
     # the clipped chunker lost all but three words of every page: each page is flagged, with
@@ -83,3 +88,38 @@ def test_lost_words_flag_pages_which_are_drawn_and_left_out_lines_do_not(data_di
     )
     (served,) = [m[PAGE_PICTURE] for m in meta["chunk_map_retrieval"].values()]
     assert served.count("](data:image/png;base64,") == 1  # nothing flagged: its first page only
+
+
+def test_a_later_run_of_another_document_keeps_the_first_documents_failed_check(
+    data_dir, tmp_path, monkeypatch
+):
+    site = install_distribution(
+        tmp_path / "site", "acme_clipped", CLIPPED_SOURCE, {"clipped": "acme_clipped:ClippedChunker"}
+    )
+    monkeypatch.syspath_prepend(str(site))
+    sources = data_dir / "sources"
+    (sources / "ledger.pdf").write_bytes(_headed_pdf())
+    pipeline = fresh_pipeline(data_dir)
+    instance = temporary_instance(data_dir)
+    (ledger,) = register(pipeline, instance)
+    assert run_batch(pipeline, instance, [ledger]).success
+    (sources / "notes.txt").write_text("Barley was planted early this year.\n", encoding="utf-8")
+    later = [k for k in register(pipeline, instance) if k != ledger]
+    second = run_batch(pipeline, instance, later)
+    assert second.success
+    assert [(e.partition, e.passed) for e in second.get_asset_check_evaluations()
+            if e.check_name == "page_text_covered" and e.asset_key.to_user_string() == "chunk_map_default"
+            ] == [(later[0], True)]  # fmt: skip
+    key = AssetCheckKey(AssetKey("chunk_map_default"), "page_text_covered")
+    latest = {
+        info.partition_key: info.latest_execution_status.value
+        for info in instance.event_log_storage.get_asset_check_partition_info([key])
+    }
+    assert latest == {
+        ledger: "FAILED",
+        later[0]: "SUCCEEDED",
+    }
+    history = instance.event_log_storage.get_asset_check_execution_history(key, limit=5)
+    (first,) = [r.event.asset_check_evaluation for r in history if r.partition == ledger]
+    table = first.metadata["pages_below_floor"].value
+    assert "harvest ledger confidential" in table  # the failing pages, as a table, on its own result
