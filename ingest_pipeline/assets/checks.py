@@ -31,7 +31,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 
 from ingest_pipeline.assets.common import findings_table, partition_of
 from ingest_pipeline.partitions import documents_partitions
-from ingest_pipeline.stages import Finding
+from ingest_pipeline.stages import Finding, Outcome
 from ingest_pipeline.stages.chunk_checks import joined_findings
 
 
@@ -40,27 +40,42 @@ def document_check(name: str, asset_key: AssetKey, description: str) -> AssetChe
     return AssetCheckSpec(name, asset=asset_key, description=description, partitions_def=documents_partitions)
 
 
-def _latest_materializations(context: AssetExecutionContext):
+def _latest_materializations(context: AssetExecutionContext, partitions: Sequence[str]):
     """Partition -> the materialization its checks judged: this step's, already stored when
     the checks follow it. The UI counts a partition's check result only against the
-    partition's latest materialization; a result naming none shows as missing."""
-    cache: dict[str, AssetCheckEvaluationTargetMaterializationData | None] = {}
-
-    def latest(partition: str) -> AssetCheckEvaluationTargetMaterializationData | None:
-        if partition not in cache:
-            found = context.instance.fetch_materializations(
+    partition's latest materialization; a result naming none shows as missing. One query
+    for the step's partitions (each was materialized once just now, so the newest records
+    are theirs), then one per partition it missed."""
+    found = context.instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=list(partitions)),
+        limit=len(partitions),
+    ).records
+    latest: dict[str, AssetCheckEvaluationTargetMaterializationData | None] = {}
+    for record in found:
+        latest.setdefault(record.partition_key, _target(record))
+    for partition in partitions:
+        if partition not in latest:
+            one = context.instance.fetch_materializations(
                 AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=[partition]), limit=1
             ).records
-            cache[partition] = (
-                AssetCheckEvaluationTargetMaterializationData(
-                    run_id=found[0].run_id, storage_id=found[0].storage_id, timestamp=found[0].timestamp
-                )
-                if found
-                else None
-            )
-        return cache[partition]
-
+            latest[partition] = _target(one[0]) if one else None
     return latest
+
+
+def _target(record) -> AssetCheckEvaluationTargetMaterializationData:
+    return AssetCheckEvaluationTargetMaterializationData(
+        run_id=record.run_id, storage_id=record.storage_id, timestamp=record.timestamp
+    )
+
+
+def _joined(found: list[Sequence[Finding]]) -> list[Finding]:
+    """A shard's documents' findings, each check's joined (a document the stage did not
+    judge has only ``document_processed``)."""
+    by_check: dict[str, list[Finding]] = {}
+    for findings in found:
+        for finding in findings:
+            by_check.setdefault(finding.check, []).append(finding)
+    return [joined_findings([[f] for f in same])[0] for same in by_check.values()]
 
 
 def findings_metadata(finding: Finding) -> dict[str, Any]:
@@ -101,29 +116,66 @@ def by_document(finding: Finding, documents: Sequence[str]) -> dict[str, Finding
     }
 
 
+# Every per-document asset has this check: a document that failed here or earlier shows as a
+# failed check on its partition (Dagster gives a batch run's partitions one status, so the
+# partition itself cannot be failed; see ``run_tags.failure_tags`` for the run's side).
+PROCESSED = "document_processed"
+PROCESSED_DESCRIPTION = (
+    "The document went through this stage. Fails, naming the stage and its reason, when this "
+    "stage or an earlier one failed on the document."
+)
+
+
+def processed_check(asset_key: AssetKey) -> AssetCheckSpec:
+    return document_check(PROCESSED, asset_key, PROCESSED_DESCRIPTION)
+
+
+def processed_findings(outcomes: Sequence[Outcome]) -> dict[str, list[Finding]]:
+    """Per document, whether it went through the stage: a failure here, or a skip because an
+    earlier stage failed on it (``stages.skipped`` names which), fails the check."""
+    found = {}
+    for outcome in outcomes:
+        rows: list[dict[str, Any]] = []
+        if outcome.status == "failed":
+            rows = [_failure(outcome.document, outcome.detail.get("stage"), outcome.detail.get("reason"))]
+        elif outcome.status == "skipped":  # because an earlier stage failed on it, if it did
+            earlier = outcome.detail.get("failed_upstream") or ()
+            rows = [_failure(outcome.document, e["stage"], e["reason"]) for e in earlier]
+        found[outcome.document] = [Finding(PROCESSED, not rows, "failures", rows, {"status": outcome.status})]
+    return found
+
+
+def _failure(document: str, stage: Any, reason: Any) -> dict[str, Any]:
+    return {"document": document, "stage": str(stage or ""), "reason": str(reason or "")}
+
+
 def materialized_with_checks(
-    context: AssetExecutionContext, findings: Mapping[str, Sequence[Finding]]
+    context: AssetExecutionContext,
+    outcomes: Sequence[Outcome],
+    findings: Mapping[str, Sequence[Finding]] | None = None,
 ) -> Iterator[Any]:
     """The step's events: its materialization, then each selected check's result for every
-    document ``findings`` judged (document -> its findings), under that document's partition
-    (in shard mode, under its shard's, the shard's documents' findings joined). A document
-    the step failed or skipped has no findings, so its checks keep their last result."""
+    document it judged, under that document's partition (in shard mode, under its shard's,
+    the shard's documents' findings joined): ``document_processed`` for every outcome, and
+    ``findings`` (document -> the stage's own findings). A document the step failed or
+    skipped has no findings of its own, so those checks keep their last result."""
     yield MaterializeResult()
     partition = partition_of(context)
     by_partition: dict[str, list[Sequence[Finding]]] = {}
-    for document, found in findings.items():
+    for document, processed in processed_findings(outcomes).items():
+        found = [*(findings or {}).get(document, ()), *processed]
         by_partition.setdefault(partition(document), []).append(found)
     selected = context.selected_asset_check_keys
     for output_name, spec in context.assets_def.check_specs_by_output_name.items():
         if spec.key in selected:  # Dagster expects each selected check's output once
             yield Output(None, output_name=output_name)
-    judged = _latest_materializations(context)
+    judged = _latest_materializations(context, list(by_partition)) if by_partition else {}
     for key, found in by_partition.items():
-        for finding in found[0] if len(found) == 1 else joined_findings(list(found)):
+        for finding in found[0] if len(found) == 1 else _joined(found):
             if AssetCheckKey(context.asset_key, finding.check) not in selected:
                 continue
             yield AssetCheckEvaluation(
-                target_materialization_data=judged(key),
+                target_materialization_data=judged.get(key),
                 asset_key=context.asset_key,
                 check_name=finding.check,
                 passed=finding.passed,

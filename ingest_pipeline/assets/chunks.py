@@ -13,7 +13,7 @@ from dagster import (
 )
 
 from ingest_pipeline import stages
-from ingest_pipeline.assets.checks import document_check, materialized_with_checks
+from ingest_pipeline.assets.checks import document_check, materialized_with_checks, processed_check
 from ingest_pipeline.assets.common import (
     BATCH_POLICY,
     LEADS,
@@ -129,7 +129,9 @@ def build_chunk_asset(
         )
         judged = {o.document for o in outcomes if o.status not in ("failed", "skipped")}
         yield from materialized_with_checks(
-            context, {doc: claim_findings({doc: metas[doc]}, check_names) for doc in keys if doc in judged}
+            context,
+            outcomes,
+            {doc: claim_findings({doc: metas[doc]}, check_names) for doc in keys if doc in judged},
         )
 
     return _chunks
@@ -170,7 +172,8 @@ def _asset_spec(chunker: Any, info: ChunkerInfo, check_names: tuple, served: boo
                 check_descriptions.get(name) or f"{info.ref}'s own check '{name}' over the claims it cut",
             )
             for name in check_names
-        ],
+        ]
+        + [processed_check(key)],
         metadata={
             "chunker": info.ref,
             "default": info.default,

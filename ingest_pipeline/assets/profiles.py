@@ -6,13 +6,18 @@ import time
 from dagster import (
     AssetCheckResult,
     AssetExecutionContext,
-    MaterializeResult,
     MetadataValue,
     asset,
 )
 
 from ingest_pipeline import stages
-from ingest_pipeline.assets.checks import by_document, check_result, document_check, materialized_with_checks
+from ingest_pipeline.assets.checks import (
+    by_document,
+    check_result,
+    document_check,
+    materialized_with_checks,
+    processed_check,
+)
 from ingest_pipeline.assets.chunks import chunk_asset_key
 from ingest_pipeline.assets.common import (
     BATCH_POLICY,
@@ -92,7 +97,10 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
         description=f"Profile '{profile.name}': claims merged per page, first in order wins "
         f"({', '.join(i.ref for i in order)}).",
         metadata={"order": [i.ref for i in order], "profile": profile.name, "embedder": model.ref},
-        check_specs=[document_check(n, map_key, d) for n, d in CHUNK_MAP_CHECKS.items()],
+        check_specs=[
+            *(document_check(n, map_key, d) for n, d in CHUNK_MAP_CHECKS.items()),
+            processed_check(map_key),
+        ],
         op_tags=served_first(SERVED if indexed else 0),
     )
     def _chunk_map(
@@ -145,7 +153,7 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
             started,
             lambda o: _chunk_map_metadata(st, settings, profile, rows_by_doc, o, budgeted, flagged),
         )
-        yield from materialized_with_checks(context, findings)
+        yield from materialized_with_checks(context, outcomes, findings)
 
     return _chunk_map
 
@@ -208,6 +216,7 @@ def embeddings_asset(profile: Profile, model: Embedder):
         description=f"Profile '{profile.name}': a vector per text chunk by {model.ref}, through the "
         "embedding cache.",
         metadata={"profile": profile.name, "embedder": model.ref, "model": model.model_id},
+        check_specs=[processed_check(emb_key)],
         op_tags=embed_last(),
     )
     def _embeddings(
@@ -215,7 +224,7 @@ def embeddings_asset(profile: Profile, model: Embedder):
         ingest: IngestResource,
         store: StoreResource,
         embedder: EmbedderResource,
-    ) -> MaterializeResult:
+    ):
         st, model = store.store(), embedder.for_profile(profile.name)
         started = time.perf_counter()
         keys = document_keys(context, ingest.settings(), st)
@@ -233,7 +242,7 @@ def embeddings_asset(profile: Profile, model: Embedder):
         report_partitions(
             context, outcomes, started, lambda o: {"embedder": model.ref, "model": model.model_id}
         )
-        return MaterializeResult()
+        yield from materialized_with_checks(context, outcomes)
 
     return _embeddings
 
@@ -257,7 +266,8 @@ def lancedb_asset(profile: Profile, model: Embedder):
         check_specs=[
             document_check(
                 "rows_match_parquet", lance_key, "Each document's LanceDB rows equal its chunk map's rows."
-            )
+            ),
+            processed_check(lance_key),
         ],
     )
     def _lancedb(
@@ -292,7 +302,7 @@ def lancedb_asset(profile: Profile, model: Embedder):
         report_partitions(context, outcomes, started, rows_of)
         judged = [o.document for o in outcomes if o.status not in ("failed", "skipped")]
         yield from materialized_with_checks(
-            context, {doc: [found] for doc, found in by_document(finding, judged).items()}
+            context, outcomes, {doc: [found] for doc, found in by_document(finding, judged).items()}
         )
 
     return _lancedb

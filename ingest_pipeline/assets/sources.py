@@ -3,9 +3,10 @@
 import queue
 import time
 
-from dagster import AssetExecutionContext, MaterializeResult, asset
+from dagster import AssetExecutionContext, AssetKey, asset
 
 from ingest_pipeline import stages
+from ingest_pipeline.assets.checks import materialized_with_checks, processed_check
 from ingest_pipeline.assets.common import (
     BATCH_POLICY,
     document_keys,
@@ -25,10 +26,9 @@ READ_ALONE = 4  # fewer documents than this are read by one worker: a second one
     group_name="ingest",
     kinds={"parquet"},
     code_version=str(stages.STAGE_VERSIONS["sources"]),
+    check_specs=[processed_check(AssetKey("sources"))],
 )
-def sources(
-    context: AssetExecutionContext, ingest: IngestResource, store: StoreResource
-) -> MaterializeResult:
+def sources(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource):
     """A source file: media type detected from its bytes, size, sha256, mtime and path."""
     settings, st = ingest.settings(), store.store()
     started = time.perf_counter()
@@ -50,7 +50,7 @@ def sources(
         ),
     )
     report_partitions(context, outcomes, started)
-    return MaterializeResult()
+    yield from materialized_with_checks(context, outcomes)
 
 
 @asset(
@@ -60,10 +60,11 @@ def sources(
     deps=[sources],
     kinds={"parquet"},
     code_version=str(stages.STAGE_VERSIONS["pages"]),
+    check_specs=[processed_check(AssetKey("pages"))],
 )
 def pages(
     context: AssetExecutionContext, ingest: IngestResource, store: StoreResource, parse: ParseWorkerResource
-) -> MaterializeResult:
+):
     """One row per page with the reader's verdict (read, blank, failed, unreadable) and text.
 
     Documents are read side by side, each worker process on one (``read_workers``): a
@@ -100,4 +101,4 @@ def pages(
 
     outcomes = for_each_document(context, keys, read, threads=len(workers))
     report_partitions(context, outcomes, started)
-    return MaterializeResult()
+    yield from materialized_with_checks(context, outcomes)

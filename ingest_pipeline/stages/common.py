@@ -109,12 +109,22 @@ def error_traceback(store: Store, stage: str, document: str) -> str:
     return store.error_traceback(stage, document)
 
 
+def skipped(store: Store, document: str, reason: str) -> Outcome:
+    """A document this stage had no input for; ``failed_upstream`` names the earlier stages
+    that failed on it, with their reasons, when that is why."""
+    detail: dict[str, Any] = {"reason": reason}
+    earlier = [{"stage": e["stage"], "reason": e["reason"]} for e in store.document_errors(document)]
+    if earlier:
+        detail["failed_upstream"] = earlier
+    return Outcome(document, "skipped", detail)
+
+
 def guarded(store: Store, stage: str, document: str, run_id: str, fn, *args, **kwargs) -> Outcome:
     """Run one document's stage; a failure becomes an errors row and a 'failed' outcome."""
     try:
         outcome = fn(*args, **kwargs)
     except UpstreamMissing as exc:
-        return Outcome(document, "skipped", {"reason": str(exc)})
+        return skipped(store, document, str(exc))
     except Exception as exc:  # one document's failure must not fail the batch
         row = record_error(store, stage, document, exc, run_id)
         return Outcome(document, "failed", {"reason": row["reason"], "error": row["error"], "stage": stage})

@@ -19,6 +19,7 @@ from ingest_pipeline.stages.common import (
     clear_error,
     fingerprint_of,
     record_error,
+    skipped,
 )
 from ingest_pipeline.storage import tables
 from ingest_pipeline.storage.stage_names import StageName
@@ -83,7 +84,7 @@ def documents_to_embed(
         try:
             table = store.chunk_map(profile.name, document)
             if table is None:
-                finish(document, Outcome(document, "skipped", {"reason": "no chunk map"}))
+                finish(document, skipped(store, document, "no chunk map"))
                 continue
             chunks_fp = (store.chunk_map_meta(profile.name, document) or {}).get("fingerprint")
             fingerprint = fingerprint_of(STAGE_VERSIONS["embeddings"], chunks_fp, embedder.model_id)

@@ -465,6 +465,15 @@ class Store:
     def clear_error(self, stage: str, document: str) -> None:
         self.lake.delete("errors", _stage_dir(stage), document)
 
+    def document_errors(self, document: str) -> list[dict[str, Any]]:
+        """The document's errors rows, at every stage that has one."""
+        found = []
+        for stage_dir in self.lake.subtables("errors"):
+            table = self.lake.read("errors", stage_dir, document)
+            if table is not None:
+                found += table.to_pylist()
+        return found
+
     def error_traceback(self, stage: str, document: str) -> str:
         return str((self.lake.meta("errors", _stage_dir(stage), document) or {}).get("traceback") or "")
 

@@ -94,6 +94,25 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
     # The run stays a success (one status for every partition) and counts them on its tags.
     tags = instance.get_run_by_id(result.run_id).tags
     assert tags[FAILED_DOCUMENTS_TAG] == "2" and tags[FAILED_IN_TAG].split(", ")[0] == "pages", tags
+    # ... and each asset from pages on fails its document_processed check on those two
+    # partitions only, naming the stage that failed and why.
+    processed: dict[str, dict[str, object]] = {}
+    for e in result.get_asset_check_evaluations():
+        if e.check_name == "document_processed":
+            processed.setdefault(e.asset_key.to_user_string(), {})[e.partition] = e
+    assert set(processed) == set(meta) - {"catalog"}
+    assert all(e.passed for e in processed["sources"].values()) and len(processed["sources"]) == 6
+    failed = {k for k in keys if k.split("-")[0] in ("broken", "empty")}
+    for asset_key, by_partition in processed.items():
+        if asset_key == "sources":
+            continue
+        assert {k for k, e in by_partition.items() if not e.passed} == failed, asset_key
+        reasons = by_partition[next(k for k in failed if k.startswith("broken"))].metadata["failures"].value
+        assert "| pages |" in reasons and "PDFium" in reasons, (asset_key, reasons)
+    # and the partitions downstream say so first, not "skipped"
+    for asset_key in ("chunks/pdf_v4", "chunk_map_retrieval", "embeddings_retrieval", "lancedb_retrieval"):
+        broken_status = next(m for k, m in meta[asset_key].items() if k.startswith("broken"))["status"]
+        assert broken_status.startswith("FAILED upstream, in pages: PDFium"), (asset_key, broken_status)
     # Each document's record, on its own partition of pages: what it is, as read from it.
     handbook_pages = next(m for k, m in meta["pages"].items() if k.startswith("greenhouse-handbook"))
     report_pages = next(m for k, m in meta["pages"].items() if k.startswith("greenhouse-report"))
@@ -160,7 +179,7 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
     markdown_checks = {
         e.check_name: e.passed
         for e in result.get_asset_check_evaluations()
-        if e.asset_key.to_user_string() == "chunks/markdown_v1"
+        if e.asset_key.to_user_string() == "chunks/markdown_v1" and e.check_name != "document_processed"
     }
     assert markdown_checks and all(markdown_checks.values())  # the chunker's own checks, as asset checks
     assert "source_lines_covered" in markdown_checks
