@@ -3,7 +3,9 @@
 A PDF page is rendered by PDFium in *display space* (crop box and ``/Rotate`` applied,
 origin top-left), the space the chunkers normalize their boxes in (see ``layout.frames``),
 so a normalized box maps onto the picture by scaling alone. Other media types (slides,
-whose boxes are normalized to the slide) get a white canvas of the slide's aspect.
+whose boxes are normalized to the slide) get a white canvas of the slide's aspect, with
+each box's own text written in it and its picture drawn in it (``fills``): nothing renders
+a slide here, so what the chunks hold is what the picture can show.
 
 The PNG is palette-based: the page is quantized to a few dozen colours and the box
 colours are added to the palette afterwards, so every box edge has its exact colour and
@@ -54,6 +56,7 @@ def render_page_preview(
     width_px: int = 600,
     password: str | None = None,
     aspect: float | None = None,
+    fills: Sequence[tuple[str | None, bytes | None]] | None = None,
 ) -> bytes | None:
     """PNG bytes of page ``page`` (1-based) with ``boxes`` drawn on it, or None.
 
@@ -67,7 +70,8 @@ def render_page_preview(
     page more than four times as tall as wide is scaled to fit that height instead), with
     ``/Rotate`` and the crop box honoured. ``password`` opens an encrypted PDF. Any other
     media type: a white canvas ``width_px`` wide with ``aspect`` (width / height,
-    default 4:3); ``content`` and ``page`` are not read.
+    default 4:3); ``content`` and ``page`` are not read, and ``fills`` (one
+    ``(text, picture bytes)`` per box) puts each box's picture, else its text, inside it.
 
     Returns None when the page cannot be rendered (not a PDF, corrupt, encrypted without
     the right password, no such page); it does not raise for bad bytes. ValueError for
@@ -79,7 +83,10 @@ def render_page_preview(
         raise ValueError(f"{len(labels)} labels for {len(boxes)} boxes")
 
     if _base_type(media_type) != mt.PDF:
-        return _encode_with_boxes(_canvas(width_px, aspect), boxes, labels)
+        canvas = _canvas(width_px, aspect)
+        if fills is not None:
+            _fill_canvas(canvas, boxes, fills)
+        return _encode_with_boxes(canvas, boxes, labels)
     if not isinstance(content, (bytes, bytearray, memoryview)):
         return None
     key = (hashlib.sha256(content).digest(), page, width_px, password)
@@ -188,6 +195,73 @@ def _canvas(width_px: int, aspect: float | None):
             ratio = min(max(value, 1.0 / MAX_HEIGHT_FACTOR), MAX_HEIGHT_FACTOR)
     height_px = max(1, round(width_px / ratio))
     return Image.new("RGB", (width_px, height_px), (255, 255, 255))
+
+
+TEXT_INK = (70, 70, 70)
+MAX_PICTURE_PIXELS = 40_000_000  # a picture larger than this is left out, not decoded
+
+
+def _fill_canvas(image, boxes, fills) -> None:
+    """Each box's picture (scaled to fit, centred) or else its text (wrapped to the box,
+    cut at its bottom) drawn on the canvas, before the outlines go over them."""
+    from PIL import ImageDraw
+
+    draw = ImageDraw.Draw(image)
+    font = _label_font(max(9, round(image.width / 70)))
+    for raw, (text, picture) in zip(boxes, fills):
+        budget_check()
+        box = _clean_box(raw)
+        if box is None:
+            continue
+        left, top = math.floor(box[0] * image.width), math.floor(box[1] * image.height)
+        right, bottom = math.ceil(box[2] * image.width), math.ceil(box[3] * image.height)
+        if picture and _paste_picture(image, picture, (left, top, right, bottom)):
+            continue
+        if text:
+            _write_in(draw, font, str(text), (left + 4, top + 3, right - 4, bottom - 2))
+
+
+def _paste_picture(image, picture: bytes, box: tuple[int, int, int, int]) -> bool:
+    """The picture scaled into the box; False when it cannot be read (or is too large)."""
+    import io
+
+    from PIL import Image, ImageOps
+
+    width, height = box[2] - box[0], box[3] - box[1]
+    if width < 2 or height < 2:
+        return False
+    try:
+        with Image.open(io.BytesIO(picture)) as opened:
+            if opened.width * opened.height > MAX_PICTURE_PIXELS:
+                return False
+            opened.draft("RGB", (width, height))  # JPEG: decode at a fraction of the size
+            shown = opened.convert("RGB")
+    except Exception:  # noqa: BLE001 - a picture that will not decode is left out, never an error
+        return False
+    shown = ImageOps.contain(shown, (width, height))  # up or down, keeping its aspect
+    image.paste(shown, (box[0] + (width - shown.width) // 2, box[1] + (height - shown.height) // 2))
+    return True
+
+
+def _write_in(draw, font, text: str, box: tuple[int, int, int, int]) -> None:
+    """The text's words wrapped to the box's width, as many lines as fit its height."""
+    left, top, right, bottom = box
+    if right - left < 8:
+        return
+    line_height = draw.textbbox((0, 0), "Ag", font=font)[3] + 2
+    y, line = top, ""
+    for word in text.split():
+        budget_check()
+        trial = f"{line} {word}" if line else word
+        if not line or draw.textlength(trial, font=font) <= right - left:
+            line = trial
+            continue
+        if y + line_height > bottom:
+            return
+        draw.text((left, y), line, fill=TEXT_INK, font=font)
+        y, line = y + line_height, word
+    if line and y + line_height <= bottom:
+        draw.text((left, y), line, fill=TEXT_INK, font=font)
 
 
 def _clean_box(box) -> tuple[float, float, float, float] | None:
@@ -319,6 +393,22 @@ def _draw_label(
     draw.text((x + pad - bx0, y + pad - by0), text, fill=text_ink, font=font)
 
 
+def _slide_fills(store: Store, rows: list[dict[str, Any]], profile: str | None):
+    """Row -> (its text, its picture's bytes) for a slide's canvas; the pictures are read
+    from the profile's chunk map (the rows come without them)."""
+    pictures: dict[str, bytes] = {}
+    wanted = {r["chunk_id"] for r in rows if r["bbox"] is not None}
+    if wanted and profile:
+        table = store.chunk_map(profile, rows[0]["document_id"], columns=["chunk_id", "image"])
+        if table is not None:
+            for chunk_id, image in zip(
+                table.column("chunk_id").to_pylist(), table.column("image").to_pylist()
+            ):
+                if chunk_id in wanted and image:
+                    pictures[chunk_id] = image
+    return lambda row: (row.get("text"), pictures.get(row["chunk_id"]))
+
+
 def page_picture(
     store: Store,
     passwords: Any,
@@ -343,6 +433,7 @@ def page_picture(
     except Exception:
         return None
     page_sizes = store.page_rows(first["document_id"], columns=["page", "width", "height"])
+    drawn_in = _slide_fills(store, rows, profile) if _base_type(source["media_type"]) != mt.PDF else None
     sizes = {r["page"]: (r["width"], r["height"]) for r in page_sizes}
     wanted = list(dict.fromkeys([first["page"], *sorted(p for p in also if p in sizes)]))[:most]
     path = display_name(first["path"])
@@ -358,6 +449,7 @@ def page_picture(
             labels=[str(r["index"]) for r in same_page],
             aspect=width / height if width and height else None,
             password=password_for(source["path"], passwords),
+            fills=[drawn_in(r) for r in same_page] if drawn_in else None,
         )
         if png is not None:
             why = "" if page == first["page"] else " (flagged by page_text_covered)"

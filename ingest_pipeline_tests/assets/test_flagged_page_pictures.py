@@ -1,7 +1,8 @@
 """The coverage check of a chunk map fails on words really lost, not on lines a chunker left
 out on purpose; the partition draws the pages it flagged beside its first page and names the
 command that draws any other; each check result belongs to the document it judged, so a
-later run of another document does not hide it (through Dagster, real lake and model)."""
+later run of another document does not hide it; a slide's picture shows its text and its
+pictures (through Dagster, real lake and model)."""
 
 from dagster import AssetCheckKey, AssetKey
 
@@ -123,3 +124,36 @@ def test_a_later_run_of_another_document_keeps_the_first_documents_failed_check(
     (first,) = [r.event.asset_check_evaluation for r in history if r.partition == ledger]
     table = first.metadata["pages_below_floor"].value
     assert "harvest ledger confidential" in table  # the failing pages, as a table, on its own result
+
+
+def test_a_slides_picture_shows_its_text_and_its_picture(data_dir):
+    import base64
+    import io
+    import re
+
+    from PIL import Image
+    from pptx import Presentation
+    from pptx.util import Inches, Pt
+
+    from ingest_pipeline_tests.office_fixtures import png_bytes, save_pptx
+
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[6])  # blank
+    box = slide.shapes.add_textbox(Inches(0.5), Inches(0.5), Inches(5), Inches(2))
+    box.text_frame.text = "Barley yields rose in every northern field this season"
+    box.text_frame.paragraphs[0].runs[0].font.size = Pt(28)
+    slide.shapes.add_picture(io.BytesIO(png_bytes((200, 30, 30), (120, 90))), Inches(6), Inches(4), Inches(3))
+    (data_dir / "sources" / "harvest.pptx").write_bytes(save_pptx(deck))
+    pipeline = fresh_pipeline(data_dir)
+    instance = temporary_instance(data_dir)
+    result = run_batch(pipeline, instance, register(pipeline, instance))
+    assert result.success
+    meta = materializations(result)
+    (picture,) = [m[PAGE_PICTURE] for m in meta["chunk_map_retrieval"].values()]
+    png = base64.b64decode(re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", picture).group(1))
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    pixels = list(image.getdata())
+    reds = sum(p[0] > 150 and p[1] < 90 and p[2] < 90 for p in pixels)
+    ink = sum(max(p) < 120 for p in pixels)
+    assert reds > 0.05 * len(pixels)  # the slide's picture, drawn where it sits
+    assert ink > 200  # the slide's text, written in its box (not an empty outline on white)

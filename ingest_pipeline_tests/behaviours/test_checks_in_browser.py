@@ -1,6 +1,7 @@
-"""What a person sees in the Dagster UI after two ingests, in a real browser: a document's
-failed check stays failed after a later passing run of another document, with its failing
-pages; a partition lists its chunks in full and draws a page other than page 1.
+"""What a person sees in the Dagster UI after two ingests, in a real browser: a document that
+failed shows failed on its partitions downstream, first thing; a document's failed check
+stays failed after a later passing run of another document, with its failing pages; a
+partition lists its chunks in full and draws a page other than page 1.
 
 The command line ingests (its runs land in the root's DAGSTER_HOME), then ``dagster dev`` on
 the same root serves what they recorded, and chromium reads it.
@@ -16,9 +17,9 @@ import sys
 from pathlib import Path
 
 from ingest_pipeline_tests.assets.test_flagged_page_pictures import CLIPPED_SOURCE, _headed_pdf
-from ingest_pipeline_tests.behaviours.test_daemon import BROWSER_ARGS, _open, _wait_text
+from ingest_pipeline_tests.behaviours.test_daemon import BROWSER_ARGS, _finished_ingest, _open, _wait_text
 from ingest_pipeline_tests.chunker_doubles import install_distribution
-from ingest_pipeline_tests.dagster_dev import dagster_dev
+from ingest_pipeline_tests.dagster_dev import dagster_dev, wait_for
 
 CLI = str(Path(sys.executable).parent / "ingest-pipeline")
 
@@ -64,15 +65,34 @@ def test_a_failed_check_stays_on_its_document_and_its_chunks_and_pages_are_reada
     (sources / "ledger.pdf").write_bytes(_headed_pdf())
     _ingest(data_dir, site)  # the clipped chunker loses words of every page: the check fails
     (sources / "notes.txt").write_text("Barley was planted early this year.\n", encoding="utf-8")
-    _ingest(data_dir, site)  # a later run of another document, which passes
+    (sources / "cut.pdf").write_bytes(_headed_pdf()[:400])  # a PDF cut short: PDFium cannot open it
+    _ingest(data_dir, site)  # a later run of other documents: one passes, one fails
     ledger, notes = _document_id(data_dir, "ledger.pdf"), _document_id(data_dir, "notes.txt")
-    with dagster_dev(data_dir, env={"PYTHONPATH": str(site)}) as dev:
+    cut = next(p.stem for p in (data_dir / "lake" / "errors" / "pages").glob("*.parquet"))
+    with dagster_dev(data_dir, env={"PYTHONPATH": str(site), "INGEST_SENSOR_INTERVAL": "2"}) as dev:
+        # the sensor's first look finds the three files new to it: its run ends before we look
+        wait_for(lambda: _finished_ingest(dev, 3), 300, 2, "the sensor's run to end", dev)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(
                 executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=BROWSER_ARGS
             )
             try:
                 page = browser.new_page(viewport={"width": 1600, "height": 1400})
+                # the failed document's partition of the served chunk map says so first
+                _open(page, f"{dev.url}/assets/chunk_map_retrieval?view=partitions&partition={cut}")
+                told = _wait_text(page, r"status\s+FAILED upstream, in pages: PDFium cannot open it")
+                assert told.index("FAILED upstream") < told.index("profile")
+                checks = f"{dev.url}/assets/chunk_map_retrieval?view=checks"
+                _open(page, f"{checks}&checkDetail=document_processed")
+                listed = _wait_text(page, r"document_processed\s+(document_processed\s+)?\w+")
+                assert re.search(r"document_processed\s+(document_processed\s+)?Failed", listed), listed[
+                    -999:
+                ]
+                page.get_by_text("Partitions", exact=True).last.click(timeout=60_000)
+                counts = _wait_text(page, r"Failed \(\d+\)")
+                assert "Failed (1)" in counts and "Passed (2)" in counts, counts[-2000:]
+                page.locator(f"text={cut} >> visible=true").last.click(timeout=60_000)
+                _wait_text(page, r"failures")
                 _open(page, f"{dev.url}/assets/chunk_map_default?view=checks&checkDetail=page_text_covered")
                 listed = _wait_text(page, r"page_text_covered\s+(page_text_covered\s+)?(Failed|Succeeded)")
                 # the check's latest state is the ledger's failure, not the later run's pass

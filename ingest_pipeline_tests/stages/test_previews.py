@@ -242,3 +242,31 @@ def test_pictures_of_one_page_with_other_boxes_render_it_once_and_equal_fresh_on
     assert first == fresh["first"] and second == fresh["second"] and first != second
     assert render_page_preview(simple_pdf([["Another document"]]), mt.PDF, 1, other, labels=["0"]) != second
     assert len(renders) == 2  # another document's page is its own
+
+
+def test_a_slide_canvas_shows_each_boxs_picture_or_else_its_text():
+    from ingest_pipeline_tests.office_fixtures import png_bytes
+
+    red = png_bytes((200, 30, 30), (40, 30))
+    boxes = [(0.05, 0.05, 0.60, 0.30), (0.55, 0.50, 0.95, 0.95), (0.05, 0.60, 0.40, 0.95)]
+    fills = [
+        ("Quarterly harvest figures for the northern fields", None),
+        (None, red),
+        ("x", b"not a picture"),
+    ]
+    image = _decode(render_page_preview(b"", mt.PPTX, 1, boxes, width_px=800, aspect=4 / 3, fills=fills))
+    w, h = image.size
+
+    def inside(box):  # pixels well inside a box, away from its outline
+        x0, y0, x1, y1 = (int(box[0] * w) + 6, int(box[1] * h) + 6, int(box[2] * w) - 6, int(box[3] * h) - 6)
+        return [image.getpixel((x, y)) for x in range(x0, x1, 2) for y in range(y0, y1, 2)]
+
+    def dark(pixels):
+        return sum(max(p) < 140 for p in pixels)
+
+    assert dark(inside(boxes[0])) > 50  # the text is written in its box
+    reds = [p for p in inside(boxes[1]) if p[0] > 150 and p[1] < 90 and p[2] < 90]
+    assert len(reds) > 0.3 * len(inside(boxes[1]))  # the picture fills its box (scaled, centred)
+    assert dark(inside(boxes[2])) > 0  # an unreadable picture: its text instead
+    blank = _decode(render_page_preview(b"", mt.PPTX, 1, boxes, width_px=800, aspect=4 / 3))
+    assert blank.getpixel((int(0.3 * w), int(0.17 * h))) == (255, 255, 255)  # no fills: boxes only
