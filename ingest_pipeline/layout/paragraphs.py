@@ -42,20 +42,33 @@ def join_lines(lines: Sequence[Line]) -> str:
     return out
 
 
-def running_lines(pages_lines: Sequence[Sequence[Line]], heights: Sequence[float]) -> set[tuple[int, int]]:
+def running_lines(
+    pages_lines: Sequence[Sequence[Line]], heights: Sequence[float], widths: Sequence[float] | None = None
+) -> set[tuple[int, int]]:
     """(page index, line index) of running headers/footers: lines near the top or bottom
-    edge whose text (digits ignored) recurs on at least two other pages."""
+    edge whose text (digits ignored) recurs on at least two other pages. With ``widths``,
+    also the lines in a side margin (a print stamp or a filing code run up the edge,
+    upright or turned) whose text recurs there on most pages, three at least: a side
+    margin holds less that belongs to the page's text, so it takes more pages to say so."""
     if len(pages_lines) < 3:
         return set()
     keyed: dict[str, list[tuple[int, int]]] = {}
+    sides: dict[str, list[tuple[int, int]]] = {}
     for p, (lines, h) in enumerate(zip(pages_lines, heights)):
+        w = widths[p] if widths is not None else None
         for i, ln in enumerate(lines):
+            key = re.sub(r"\d+", "#", ln.text.lower())
             if ln.y1 <= 0.1 * h or ln.y0 >= 0.9 * h:
-                key = re.sub(r"\d+", "#", ln.text.lower())
                 keyed.setdefault(key, []).append((p, i))
+            elif w and (ln.x1 <= 0.1 * w or ln.x0 >= 0.9 * w):
+                sides.setdefault(key, []).append((p, i))
     found = set()
     for hits in keyed.values():
         if len({p for p, _ in hits}) >= 3:
+            found.update(hits)
+    most = max(3, (len(pages_lines) + 1) // 2)
+    for hits in sides.values():
+        if len({p for p, _ in hits}) >= most:
             found.update(hits)
     return found
 

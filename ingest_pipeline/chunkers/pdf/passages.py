@@ -85,6 +85,12 @@ class PassageConfig(ChunkerConfig):
         "running footer when three pages print numbers of one series at "
         "one offset from their page number",
     )
+    side_running_lines: bool = Field(
+        default=True,
+        description="leave out, as running lines, the lines in a side margin (a print stamp "
+        "or filing code run up the edge, upright or turned) whose text recurs there on most "
+        "pages, three at least",
+    )
     embed_numbers: bool = Field(
         default=False,
         description="keep standalone numbers and the signs around them ($ 1,234 (5.6) %) in "
@@ -284,12 +290,17 @@ def _page_layout(layer: PageLayer, pdf, index: int, tables: PdfTablesChunker):
 
 
 def _running_by_page(laid_out, config: PassageConfig) -> dict[int, set[int]]:
-    """Per page with a text layer, the indexes of its running lines (headers, footers and,
-    unless ``page_numbers``, page numbers of one series), found over the whole document."""
+    """Per page with a text layer, the indexes of its running lines (headers, footers, with
+    ``side_running_lines`` side-margin stamps, and unless ``page_numbers``, page numbers of
+    one series), found over the whole document."""
     from ingest_pipeline.layout.paragraphs import page_number_lines, running_lines
 
     text_pages = [x for x in laid_out if x[1] is not None]
-    marks = running_lines([x[1] for x in text_pages], [x[2].height for x in text_pages])
+    marks = running_lines(
+        [x[1] for x in text_pages],
+        [x[2].height for x in text_pages],
+        [x[2].width for x in text_pages] if config.side_running_lines else None,
+    )
     if not config.page_numbers:
         marks |= page_number_lines([x[1] for x in text_pages], [x[0].page for x in text_pages])
     running: dict[int, set[int]] = {}

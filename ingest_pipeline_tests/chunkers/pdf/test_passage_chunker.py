@@ -294,3 +294,44 @@ def test_a_kept_weights_list_is_handed_out_as_a_copy():
     memo.put((b"doc", 1, "grids"), nested, 200)
     memo.get((b"doc", 1, "grids"))["grid"][0].append(3)
     assert memo.get((b"doc", 1, "grids")) == {"grid": [[1, 2]]}
+
+
+STAMP = "VerDate 2024 Jkt 262001 on DSKJLSW7X2PROD with PROPOSALS"
+
+
+def _two_column_pages(w: PdfWriter, pages: int, stamp: bool = True):
+    """Pages of two columns of body text, each with a print stamp run up its left margin
+    (the page's number in it changes, the rest does not)."""
+    for k in range(pages):
+        page = w.page()
+        for row in range(12):
+            y = 700 - 14 * row
+            page.text(72, y, f"Left column line {row} of notice {k} on barley imports", 9)
+            page.text(320, y, f"Right column line {row} of notice {k} on wheat exports", 9)
+        if stamp:
+            page.rotated_text(30, 200, f"{STAMP} page {k + 1}", size=7)
+
+
+def test_a_stamp_up_the_side_margin_of_most_pages_is_left_out_and_no_passage_spans_both_columns():
+    w = PdfWriter()
+    _two_column_pages(w, 4)
+    answer = _passages(w.to_bytes())
+    pieces = [p for page in answer for p in page.pieces]
+    assert pieces and not any("DSKJLSW7X2PROD" in p.text for p in pieces)  # not served as text
+    left_out = [o["text"] for page in answer for o in page.pieces[0].meta.get("left_out", [])]
+    assert len(left_out) == 4 and all("DSKJLSW7X2PROD" in t for t in left_out)  # but said so
+    for p in pieces:  # each passage within one column
+        assert p.bbox[2] < 0.5 or p.bbox[0] > 0.5, (p.text[:60], p.bbox)
+    words = " ".join(p.text for p in pieces)
+    assert "barley" in words and "wheat" in words
+    kept = _passages(w.to_bytes(), side_running_lines=False)  # the setting restores the old cut
+    assert any("DSKJLSW7X2PROD" in p.text for page in kept for p in page.pieces)
+
+
+def test_a_side_margin_line_on_too_few_pages_stays_text():
+    w = PdfWriter()
+    _two_column_pages(w, 6, stamp=False)
+    for k in (0, 3):  # on two of six pages only
+        w.pages[k].rotated_text(30, 200, STAMP, size=7)
+    answer = _passages(w.to_bytes())
+    assert sum("DSKJLSW7X2PROD" in p.text for page in answer for p in page.pieces) == 2
