@@ -142,7 +142,7 @@ def box_pixels(bbox: tuple[float, float, float, float], width: int, height: int)
     return left, top, right, bottom
 
 
-def draw(pages: Sequence[Any], panels: Sequence[Panel], write_text: bool, caption: str):
+def draw(pages: Sequence[Any], panels: Sequence[Panel], caption: str):
     """PNG of the panels side by side (each its page image with its boxes) over one legend,
     and where each page sits in it (left, top)."""
     from PIL import Image, ImageDraw
@@ -186,13 +186,6 @@ def draw(pages: Sequence[Any], panels: Sequence[Panel], write_text: bool, captio
             colour = ink[colours[box.role]]
             rect = (x + left, title_h + top, x + right, title_h + bottom)
             canvas.rectangle(rect, outline=colour, width=line)
-            if write_text and box.text:
-                canvas.text(
-                    (rect[0] + line + 3, rect[1] + line + 2),
-                    _fit(canvas, box.text, small, right - left - 8),
-                    fill=ink[TEXT_GREY],
-                    font=small,
-                )
             _tag(canvas, label_font, box.label, rect[0], rect[1], x, title_h, colour, ink[WHITE])
         x += page.width + gap
     y = title_h + page_h + 12
@@ -207,16 +200,6 @@ def draw(pages: Sequence[Any], panels: Sequence[Panel], write_text: bool, captio
     out = io.BytesIO()
     quantized.save(out, format="PNG", optimize=True)
     return out.getvalue(), origins
-
-
-def _fit(canvas, text: str, font, room: int) -> str:
-    if room <= 0:
-        return ""
-    if canvas.textlength(text, font=font) <= room:
-        return text
-    while text and canvas.textlength(text + "…", font=font) > room:
-        text = text[:-1]
-    return text + "…" if text else ""
 
 
 def _tag(
@@ -248,7 +231,7 @@ def show_page(
     from ingest_pipeline.commands.inspection import find_source
     from ingest_pipeline.readers.base import password_for
     from ingest_pipeline.stages import source_bytes
-    from ingest_pipeline.stages.page_pictures import page_image
+    from ingest_pipeline.stages.page_pictures import page_image, slide_image
 
     source = find_source(p.lake, ref)
     if source is None:
@@ -284,13 +267,16 @@ def show_page(
     aspect = row["width"] / row["height"] if row.get("width") and row.get("height") else None
     content = source_bytes(source)
     per_panel = width_px if len(panels) == 1 else max(300, width_px * 2 // 3)
-    image = page_image(
-        content, media, page, per_panel, password_for(source["path"], p.settings.passwords), aspect
-    )
+    if media == mt.PDF:
+        image = page_image(
+            content, media, page, per_panel, password_for(source["path"], p.settings.passwords), aspect
+        )
+    else:  # a slide is not rendered: its chunks' text and pictures are drawn where they sit
+        image = slide_image(p.store, profile, did, page, per_panel, aspect)
     if image is None:
         raise ShowError(f"page {page} of {source['path']} cannot be rendered")
     caption = f"{source['path']}  page {page}"
-    png, origins = draw([image] * len(panels), panels, write_text=media != mt.PDF, caption=caption)
+    png, origins = draw([image] * len(panels), panels, caption=caption)
     with open(out, "wb") as handle:
         handle.write(png)
     return {

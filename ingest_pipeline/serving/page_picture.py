@@ -20,7 +20,7 @@ def page_png(
     map) drawn on it, labelled 1, 2, …; a chunk on another page or with no box is left out."""
     from ingest_pipeline.readers.base import password_for
     from ingest_pipeline.stages import source_bytes
-    from ingest_pipeline.stages.page_pictures import page_image
+    from ingest_pipeline.stages.page_pictures import page_image, slide_image
 
     source = parts.store.source(document)
     if source is None:
@@ -50,15 +50,13 @@ def page_png(
     aspect = row["width"] / row["height"] if row.get("width") and row.get("height") else None
     content = source_bytes(source)
     with _RENDER:
-        image = page_image(
-            content, media, page, width, password_for(source["path"], parts.settings.passwords), aspect
-        )
+        if media == mt.PDF:
+            image = page_image(
+                content, media, page, width, password_for(source["path"], parts.settings.passwords), aspect
+            )
+        else:  # a slide is not rendered: its chunks' text and pictures are drawn where they sit
+            image = slide_image(parts.store, profile, document, page, width, aspect)
         if image is None:
             raise ShowError(f"page {page} of {shown} cannot be drawn")
-        png, _ = draw(
-            [image],
-            [panel],
-            write_text=media != mt.PDF,
-            caption=f"{shown}  page {page}",
-        )
+        png, _ = draw([image], [panel], caption=f"{shown}  page {page}")
     return png

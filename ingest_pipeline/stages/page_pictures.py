@@ -113,6 +113,21 @@ def page_image(
     return _canvas(width_px, aspect)
 
 
+def slide_image(store: Store, profile: str, document: str, page: int, width_px: int, aspect: float | None):
+    """A slide as an RGB PIL image: the canvas of ``aspect`` with every chunk of the page
+    (of ``profile``'s chunk map) written or drawn in its box, as the chunk map's pictures
+    show it; the outlines are left to the caller."""
+    if width_px < 1:
+        raise ValueError(f"width_px must be at least 1, got {width_px}")
+    rows = [r for r in store.chunk_rows(profile, document) if r["page"] == page and r["bbox"] is not None]
+    canvas = _canvas(width_px, aspect)
+    if rows:
+        fill = _slide_fills(store, rows, profile)
+        boxes = [(r["bbox"]["x0"], r["bbox"]["y0"], r["bbox"]["x1"], r["bbox"]["y1"]) for r in rows]
+        _fill_canvas(canvas, boxes, [fill(r) for r in rows])
+    return canvas
+
+
 def preview_markdown_image(png: bytes, alt: str) -> str:
     """A Markdown image whose source is ``png`` inlined as a ``data:image/png`` URI."""
     if not isinstance(png, (bytes, bytearray)) or not bytes(png).startswith(PNG_SIGNATURE):

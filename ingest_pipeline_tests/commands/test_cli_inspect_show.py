@@ -157,6 +157,11 @@ def test_show_draws_a_page_with_boxes_in_their_role_colours(data, tmp_path, doc,
     boxes = _page_boxes(data, doc.name, 1, profile)
     assert len(boxes) >= 2 and drawn["panels"][0]["boxes"] == len(boxes)
     _pixels_check(out, drawn, [boxes])
+    if doc == SLIDES:  # a slide is not rendered: its chunks' text is written in their boxes
+        image = Image.open(out).convert("RGB")
+        left, top = drawn["origins"][0]
+        page = image.crop((left, top, left + drawn["page_width"], top + drawn["page_height"]))
+        assert sum(max(p) < 120 for p in page.getdata()) > 200
 
 
 def test_show_compares_two_chunker_versions_and_refuses_formats_without_geometry(data, tmp_path):
