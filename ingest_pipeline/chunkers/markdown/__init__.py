@@ -12,10 +12,12 @@ Modules: ``blocks`` (a block and the line rules that recognise one), ``scanner``
 scanner), ``fallback`` (markdown-it-py for the regions the scanner hands over), ``text``
 (plain text of inline Markdown, sentences), ``sections`` (headings to sections and header
 paths, shared with headings@1), ``chunker`` (packing and pieces), ``validation`` (the
-checks and metrics of SPEC C56-C61).
+checks and metrics of SPEC C56-C61), ``filled`` (markdown@2: the seed's paragraph filling
+and heading joining, C48 and C50).
 """
 
 from ingest_pipeline.chunkers.markdown.chunker import MarkdownChunker
 from ingest_pipeline.chunkers.markdown.config import MarkdownConfig
+from ingest_pipeline.chunkers.markdown.filled import MarkdownFilledChunker
 
-__all__ = ["MarkdownChunker", "MarkdownConfig"]
+__all__ = ["MarkdownChunker", "MarkdownConfig", "MarkdownFilledChunker"]

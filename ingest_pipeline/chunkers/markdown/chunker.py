@@ -30,13 +30,14 @@ class _Unit:
 
 
 class _Chunk:
-    __slots__ = ("units", "path", "sparse", "overflow")
+    __slots__ = ("units", "path", "sparse", "overflow", "joined")
 
     def __init__(self, units: list[_Unit], path: tuple[tuple[int, str], ...]) -> None:
         self.units = units
         self.path = path
         self.sparse = False
         self.overflow = False
+        self.joined: list[_Unit] = []  # headings with no body that joined it across skipped text
 
     @property
     def a(self) -> int:
@@ -96,6 +97,7 @@ class MarkdownChunker(BaseChunker):
         blocks = layout.blocks
         out: list[_Chunk] = []
         carried: list[_Unit] = []  # headings of empty sections, travelling to a subsection
+        joined: list[_Unit] = []  # headings of empty sections joining the next chunk across a skip
         sections = layout.sections
         for si, (path, idxs) in enumerate(sections):
             units = carried + [
@@ -110,18 +112,34 @@ class MarkdownChunker(BaseChunker):
             ]
             carried = []
             if si + 1 < len(sections) and all(u.kind == "heading" for u in units):
-                nxt_path, nxt = sections[si + 1]
-                first = blocks[nxt[0]]
-                if (
-                    first.kind == "heading"
-                    and len(nxt_path) > len(path)
-                    and nxt_path[: len(path)] == path
-                    and not layout.text[units[-1].b : layout.off(first.start)].strip()
-                ):
+                how = self._heading_only(layout, path, units, sections[si + 1])
+                if how == "carry":
                     carried = units
                     continue
-            out.extend(self._pack_section(layout, path, units))
+                if how == "join":
+                    joined += units
+                    continue
+            made = self._pack_section(layout, path, units)
+            if joined and made:
+                made[0].joined, joined = joined, []
+            out.extend(made)
         return out
+
+    def _heading_only(self, layout: ParsedMarkdown, path, units: list[_Unit], following) -> str | None:
+        """What becomes of a section holding only headings: ``carry`` them into the next
+        section's first chunk (a subsection that follows with nothing between), ``join``
+        that chunk across skipped text (a later version), or None: a chunk of their own,
+        flagged sparse."""
+        nxt_path, nxt = following
+        first = layout.blocks[nxt[0]]
+        if (
+            first.kind == "heading"
+            and len(nxt_path) > len(path)
+            and nxt_path[: len(path)] == path
+            and not layout.text[units[-1].b : layout.off(first.start)].strip()
+        ):
+            return "carry"
+        return None
 
     def _pack_section(
         self, layout: ParsedMarkdown, path: tuple[tuple[int, str], ...], units: list[_Unit]
@@ -152,6 +170,8 @@ class MarkdownChunker(BaseChunker):
             if new_len <= max_c and (cur_len < target or headings_only):
                 cur.append(u)
                 continue
+            if not headings_only and self._fills(text, u, a, cur_len, todo):
+                continue
             if headings_only:
                 if u.kind == "paragraph" and u.b - u.a > 0:
                     budget = max_c - (u.a - a)
@@ -178,6 +198,11 @@ class MarkdownChunker(BaseChunker):
             if size < cfg.min_chars or not body:
                 c.sparse = True
         return chunks
+
+    def _fills(self, text: str, u: _Unit, a: int, cur_len: int, todo: list[_Unit]) -> bool:
+        """Whether ``u``, which does not fit the chunk starting at ``a``, was split to fill
+        it (its parts pushed on ``todo``); markdown@1 moves it whole to the next chunk."""
+        return False
 
     def _split(self, text: str, u: _Unit, budget: int, first: int | None = None) -> list[_Unit]:
         """Sentence fragments of a paragraph, each within ``budget`` (the first within

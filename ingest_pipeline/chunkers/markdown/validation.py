@@ -125,6 +125,9 @@ def coverage_gaps(
             mismatched.append(str(m.get("chunk_id")))
             continue
         spans.append((a, b))
+        joined = m.get("joined_heading")  # a heading with no body that joined this chunk (markdown@2)
+        if isinstance(joined, dict) and text[joined["start_char"] : joined["end_char"]] == joined.get("text"):
+            spans.append((joined["start_char"], joined["end_char"]))
     for s, e in layout.skipped:
         spans.append((layout.off(s), layout.end_off(e)))
     spans.sort()
