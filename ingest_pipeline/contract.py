@@ -22,6 +22,14 @@ class ContractError(ValueError):
     """A value that breaks the chunker contract."""
 
 
+class ChunkingError(Exception):
+    """What a chunker raises when it cannot split a document (SPEC F09): a failure of this
+    chunker on this document alone, recorded with the message as its reason ("could not be
+    split: ..."), while the document's pages go to the next chunker in the profile's
+    order. Any other exception a chunker raises is handled the same way but read as a
+    fault, its type leading the reason."""
+
+
 def validate_bbox(bbox: Sequence[float]) -> BBox:
     """Return ``bbox`` as a tuple if it is a normalized box, else raise ContractError.
 

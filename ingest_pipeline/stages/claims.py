@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
+from ingest_pipeline.contract import ChunkingError, ChunkPiece, PageChunks, PageOutput
 from ingest_pipeline.identity import with_reader_settings
 from ingest_pipeline.readers.base import password_for
 from ingest_pipeline.registry import ChunkerInfo, stated_config
@@ -162,6 +162,9 @@ def _ask(
                 info.config_hash,
                 keep_pieces,
             )
+    except ChunkingError as exc:  # the chunker's own verdict: this document cannot be split
+        error = f"could not be split: {exc}".splitlines()[0][:500]
+        record_error(store, StageName.chunker(info.ref).stage, document, ChunkingError(error), run_id)
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         record_error(store, StageName.chunker(info.ref).stage, document, exc, run_id)

@@ -497,3 +497,38 @@ def test_a_claims_content_hash_follows_its_pieces_and_not_its_stamp():
     assert _claim_content(empty, [], None, "pdf@4", "cfg") == _claim_content(
         empty, [], None, "pdf@4", "other"
     )
+
+
+class CannotSplit(BaseChunker):
+    """Says, the way the contract lets it, that a document cannot be split."""
+
+    id = "cannot_split"
+    version = 1
+
+    def chunk(self, content, media_type, pages):
+        from ingest_pipeline.contract import ChunkingError
+
+        raise ChunkingError("its one table has no header row")
+
+
+def test_a_chunking_error_is_this_chunkers_failure_on_this_document_with_its_reason(data_dir):
+    """SPEC F09: ChunkingError means the document could not be split, a per-document
+    failure; the document's pages go on to the next chunker."""
+    write(data_dir / "sources" / "notes.md", "# Notes\n\nA short Markdown note.\n")
+    settings = load_settings(data_dir)
+    store = Store.at(settings.lake_root)
+    (entry,) = collect(settings, [settings.source_root])
+    store.save_inventory([entry])
+    doc = entry.document_id
+    stages.observe_source(settings, store, doc, "run")
+    stages.read_document(settings, store, doc, "run")
+    registry = ChunkerRegistry()
+    registry.register(CannotSplit())
+    outcome = stages.run_chunker(settings, store, CannotSplit(), registry.info(CannotSplit()), doc, "run")
+    assert outcome.status == "failed"
+    assert outcome.detail["error"] == "could not be split: its one table has no header row"
+    (row,) = [e for e in store.document_errors(doc) if e["stage"].startswith("chunks/")]
+    assert row["reason"] == "could not be split: its one table has no header row"
+    assert store.claim_meta("cannot_split_v1", doc)["claimed_pages"] == []  # its pages stay free
+    asked = stages.run_chunker(settings, store, PdfOnly(), registry.info(PdfOnly()), doc, "run")
+    assert asked.detail["error"].startswith("RuntimeError: ")  # a fault reads as one
