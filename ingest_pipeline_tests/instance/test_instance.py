@@ -354,3 +354,41 @@ def test_a_home_whose_dagster_yaml_names_the_old_instance_module_still_opens(tmp
         assert isinstance(instance.event_log_storage, KeptOpenSqliteEventLogStorage)
     finally:
         instance.dispose()
+
+
+def test_a_runs_check_evaluations_are_written_together_and_read_as_dagsters_own(data_dir, monkeypatch):
+    from dagster import AssetCheckKey
+
+    stored_one_by_one = []
+    original = SqliteEventLogStorage.store_event
+    monkeypatch.setattr(
+        SqliteEventLogStorage,
+        "store_event",
+        lambda self, event: (stored_one_by_one.append(event.dagster_event_type), original(self, event))[1],
+    )
+    for i in range(3):
+        write(data_dir / "sources" / f"note_{i}.txt", f"note {i} about the greenhouse heating\n")
+    pipeline = fresh_pipeline(data_dir)
+    instance = instance_for(pipeline.settings.dagster_home)
+    report = ingest(pipeline, instance=instance)
+    assert report.run_ids and not report.failed
+    assert DagsterEventType.ASSET_CHECK_EVALUATION not in stored_one_by_one  # none went alone
+    evaluations = instance.all_logs(report.run_ids[0], of_type=DagsterEventType.ASSET_CHECK_EVALUATION)
+    judged = [e.dagster_event.event_specific_data for e in evaluations]
+    keys = sorted({AssetCheckKey(j.asset_key, j.check_name) for j in judged}, key=str)
+    assert len(evaluations) >= 3 * len(keys) > 0  # every check judged each of the three notes
+    stock = _stock_instance(data_dir / "dagster_home")
+
+    def latest(inst):
+        return sorted(
+            (
+                str(i.check_key),
+                i.partition_key,
+                i.latest_execution_status.value,
+                i.latest_check_event_storage_id,
+            )
+            for i in inst.event_log_storage.get_asset_check_partition_info(keys)
+        )
+
+    assert latest(stock) == latest(instance) and len(latest(stock)) == len(evaluations)
+    assert {row[2] for row in latest(stock)} == {"SUCCEEDED"}
