@@ -115,8 +115,14 @@ class ChunkerRegistry:
         self._sources[ref] = source
 
     def register_entry_point(self, ep: EntryPoint) -> None:
-        loaded = ep.load()
         source = f"entry point {ep.name} = {ep.value}"
+        try:
+            loaded = ep.load()
+        except Exception as exc:  # a package's broken entry point: say which, not a bare traceback
+            package = f" of package {ep.dist.name}" if getattr(ep, "dist", None) else ""
+            raise RegistryError(
+                f"the chunker {source}{package} cannot be loaded: {type(exc).__name__}: {exc}"
+            ) from exc
         for chunker in _instances(loaded):
             self.register(chunker, source=source)
 

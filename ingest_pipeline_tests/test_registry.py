@@ -139,3 +139,15 @@ def test_a_third_party_distribution_adds_a_chunker_by_installing_itself(tmp_path
     assert "shout@1" in registry
     assert registry.default_order()[0].id == "shout"  # third-party first
     assert registry.info(registry.get("shout@1")).builtin is False
+
+
+def test_a_broken_entry_point_is_refused_naming_it_and_its_package(tmp_path, monkeypatch):
+    site = install_distribution(
+        tmp_path / "site", "acme_typo", THIRD_PARTY_SOURCE, {"typo": "acme_typo:ShoutChunkr"}
+    )
+    monkeypatch.syspath_prepend(str(site))
+    with pytest.raises(RegistryError) as refused:
+        ChunkerRegistry.discover()
+    message = str(refused.value)
+    assert "typo = acme_typo:ShoutChunkr" in message and "acme_typo" in message
+    assert "AttributeError" in message
