@@ -16,6 +16,8 @@ from typing import Any
 from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
 
+from ingest_pipeline.instance.check_writes import KeptCheckEvaluations, kept_reads_write_first
+
 DAGSTER_YAML = """\
 # The Dagster instance of this storage root: runs, partitions, sensor cursors.
 run_coordinator:
@@ -201,25 +203,7 @@ def _last_of_each_kind(events: list[Any], ids: list[Any]) -> list[tuple[Any, Any
     return [(events[i], ids[i]) for i in sorted(last.values())]
 
 
-def _utc_naive(timestamp: float) -> Any:
-    """A timestamp as the executions table keeps it: UTC, without a zone."""
-    from datetime import datetime, timezone
-
-    return datetime.fromtimestamp(timestamp, timezone.utc).replace(tzinfo=None)
-
-
-def _run_check_evaluation(event: Any) -> bool:
-    """A check evaluation a run made (a runless one is written at once, as Dagster does)."""
-    from dagster._core.events import DagsterEventType
-
-    return bool(
-        event.is_dagster_event
-        and event.dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION
-        and event.run_id
-    )
-
-
-class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
+class KeptOpenSqliteEventLogStorage(KeptCheckEvaluations, SqliteEventLogStorage):
     """Dagster's SQLite event log (one database per run plus an index shard), with each
     shard's engine kept open instead of created, initialised and disposed for every event.
 
@@ -237,12 +221,8 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
     partitions show up at most that late, and a key missing from the kept list is still
     looked up, so a partition is never wrongly reported absent.
 
-    A step judges its checks per document, one evaluation event per document and check. The
-    stock storage writes each in three statements and three commits; here a run's check
-    evaluations wait in memory until its next other event (the step's success, say) or
-    ``CHECKS_KEPT`` of them, then go in one multi-row insert per database with every
-    execution row updated in the same transaction. A process that dies in between loses
-    the evaluations its unfinished step made, never a committed one.
+    A run's check evaluations, one per document and check, are written together
+    (``check_writes.KeptCheckEvaluations``).
 
     Files, schema and everything Dagster reads stay exactly as the stock storage has them,
     so the webserver and the daemon read what the runs write, whichever class they use."""
@@ -250,15 +230,12 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
     KEEP = 8
     BATCH = 1000
     PARTITIONS_SECONDS = 1.0
-    CHECKS_KEPT = 2000
 
     def __init__(self, base_dir: str, inst_data: Any = None):
         self._engines: OrderedDict[str, Any] = OrderedDict()
         self._tables: set[Any] = set()  # tables, columns and indexes once seen
         self._partitions: dict[str, tuple[float, list[str], frozenset[str]]] = {}
-        self._checks: list[Any] = []  # check evaluations not yet written
-        self._checks_lock = threading.Lock()
-        self._held = threading.local()  # the index connection a flush holds, for its own writes
+        self._keep_checks()
         # Dagster hands a step's partitioned materializations and a run's planned events to
         # ``store_event_batch`` only when this is set; it reads it at each event, in every
         # process that opens this instance (the CLI, a run worker, the daemon).
@@ -314,7 +291,7 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
 
     @contextmanager
     def _connect(self, shard: str):
-        held = getattr(self._held, "conn", None) if shard == INDEX_SHARD_NAME else None
+        held = self._held_connection() if shard == INDEX_SHARD_NAME else None
         if held is not None:  # inside a flush of check evaluations: its one transaction
             yield held
             return
@@ -339,101 +316,6 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
             return False
         template = _shard_template(self)
         return template is not None and _place_copy(template, path)
-
-    def store_event(self, event: Any) -> None:
-        if _run_check_evaluation(event):
-            with self._checks_lock:
-                self._checks.append(event)
-                full = len(self._checks) >= self.CHECKS_KEPT
-            if full:
-                self._write_checks()
-            return
-        self._write_checks()
-        super().store_event(event)
-
-    def _write_checks(self) -> None:
-        """The kept check evaluations: their rows in each run's database and in the index,
-        and their execution rows, in one transaction per database."""
-        from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
-
-        with self._checks_lock:
-            events, self._checks = self._checks, []
-        if not events:
-            return
-        rows = [self._event_to_row(event) for event in events]
-        by_run: dict[str, list[dict]] = {}
-        for event, row in zip(events, rows):
-            by_run.setdefault(event.run_id, []).append(row)
-        for run_id, run_rows in by_run.items():
-            with self.run_connection(run_id) as conn:
-                conn.execute(SqlEventLogStorageTable.insert(), run_rows)
-        with self.index_connection() as conn:
-            inserted = conn.execute(
-                SqlEventLogStorageTable.insert().returning(
-                    SqlEventLogStorageTable.c.id, sort_by_parameter_order=True
-                ),
-                rows,
-            )
-            ids = [row[0] for row in inserted]
-            if self._update_executions(conn, events, rows, ids) == len(events):
-                return
-            self._held.conn = conn  # an execution row not planned: Dagster's own path, which inserts it
-            try:
-                for event, event_id in zip(events, ids):
-                    self.store_asset_check_event(event, event_id)
-            finally:
-                self._held.conn = None
-
-    @staticmethod
-    def _update_executions(conn: Any, events: list, rows: list[dict], ids: list[int]) -> int:
-        """Each evaluation's planned execution row (one per run, check and partition; the
-        unique index finds it) set to its result, as Dagster sets it, in one statement run
-        for all of them with the events already serialized for their rows. How many rows
-        it updated."""
-        import sqlalchemy as sa
-        from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
-        from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable as T
-
-        values = []
-        for event, row, event_id in zip(events, rows, ids):
-            evaluation = event.dagster_event.event_specific_data
-            target = evaluation.target_materialization_data
-            values.append(
-                {
-                    "k_asset": evaluation.asset_key.to_string(),
-                    "k_check": evaluation.check_name,
-                    "k_run": event.run_id,
-                    "k_partition": evaluation.partition,
-                    "execution_status": (
-                        AssetCheckExecutionRecordStatus.SUCCEEDED.value
-                        if evaluation.passed
-                        else AssetCheckExecutionRecordStatus.FAILED.value
-                    ),
-                    "evaluation_event": row["event"],
-                    "evaluation_event_timestamp": _utc_naive(event.timestamp),
-                    "evaluation_event_storage_id": event_id,
-                    "materialization_event_storage_id": target.storage_id if target else None,
-                }
-            )
-        if any(v["k_partition"] is None for v in values):
-            return -1  # an unpartitioned check: Dagster's own path
-        statement = (
-            T.update()
-            .where(
-                T.c.asset_key == sa.bindparam("k_asset"),
-                T.c.check_name == sa.bindparam("k_check"),
-                T.c.run_id == sa.bindparam("k_run"),
-                T.c.partition == sa.bindparam("k_partition"),
-            )
-            .values(
-                execution_status=sa.bindparam("execution_status"),
-                evaluation_event=sa.bindparam("evaluation_event"),
-                evaluation_event_timestamp=sa.bindparam("evaluation_event_timestamp"),
-                evaluation_event_storage_id=sa.bindparam("evaluation_event_storage_id"),
-                materialization_event_storage_id=sa.bindparam("materialization_event_storage_id"),
-            )
-        )
-        return conn.execute(statement, values).rowcount
 
     def store_event_batch(self, events: Any) -> None:
         """A batch Dagster hands over whole (``DAGSTER_EVENT_BATCH_SIZE``, set in ``__init__``):
@@ -582,28 +464,4 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
         super().dispose()
 
 
-def _written_first(name: str):
-    """A read of the event log that first writes the check evaluations this process keeps,
-    so it never misses what this process itself recorded."""
-
-    def read(self, *args: Any, **kwargs: Any) -> Any:
-        self._write_checks()
-        return getattr(super(KeptOpenSqliteEventLogStorage, self), name)(*args, **kwargs)
-
-    read.__name__ = name
-    return read
-
-
-for _name in (
-    "get_asset_check_execution_history",
-    "get_latest_asset_check_execution_by_key",
-    "get_asset_check_partition_info",
-    "get_asset_check_summary_records",
-    "get_asset_check_state",
-    "get_records_for_run",
-    "get_logs_for_run",
-    "get_event_records",
-    "fetch_materializations",
-):
-    if hasattr(SqliteEventLogStorage, _name):
-        setattr(KeptOpenSqliteEventLogStorage, _name, _written_first(_name))
+kept_reads_write_first(KeptOpenSqliteEventLogStorage)
