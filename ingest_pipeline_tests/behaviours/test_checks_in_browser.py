@@ -84,22 +84,17 @@ def test_a_failed_check_stays_on_its_document_and_its_chunks_and_pages_are_reada
                 assert told.index("FAILED upstream") < told.index("profile")
                 checks = f"{dev.url}/assets/chunk_map_retrieval?view=checks"
                 _open(page, f"{checks}&checkDetail=document_processed")
-                listed = _wait_text(page, r"document_processed\s+(document_processed\s+)?\w+")
-                assert re.search(r"document_processed\s+(document_processed\s+)?Failed", listed), listed[
-                    -999:
-                ]
+                named = r"document_processed\s+(document_processed\s+)?"
+                _wait_text(page, named + "Failed")  # the list's entry: fails if it never says so
                 page.get_by_text("Partitions", exact=True).last.click(timeout=60_000)
-                counts = _wait_text(page, r"Failed \(\d+\)")
-                assert "Failed (1)" in counts and "Passed (2)" in counts, counts[-2000:]
+                _wait_text(page, r"Failed \(1\)[\s\S]*Passed \(2\)")  # the cut PDF red, the others green
                 page.locator(f"text={cut} >> visible=true").last.click(timeout=60_000)
                 _wait_text(page, r"failures")
                 _open(page, f"{dev.url}/assets/chunk_map_default?view=checks&checkDetail=page_text_covered")
-                listed = _wait_text(page, r"page_text_covered\s+(page_text_covered\s+)?(Failed|Succeeded)")
                 # the check's latest state is the ledger's failure, not the later run's pass
-                assert re.search(r"page_text_covered\s+(page_text_covered\s+)?Failed", listed), listed[-2000:]
+                _wait_text(page, r"page_text_covered\s+(page_text_covered\s+)?Failed")
                 page.get_by_text("Partitions", exact=True).last.click(timeout=60_000)
-                counts = _wait_text(page, r"Failed \(\d+\)")
-                assert "Failed (1)" in counts and "Passed (1)" in counts, counts[-2000:]
+                _wait_text(page, r"Failed \(1\)[\s\S]*Passed \(1\)")  # the ledger red, the note green
                 page.locator(f"text={ledger} >> visible=true").last.click(timeout=60_000)
                 judged = _wait_text(page, r"pages_below_floor")
                 if "harvest ledger confidential" not in judged:  # a long table sits behind a button
