@@ -41,11 +41,15 @@ class FixedChunker(BaseChunker):
 
 
 class RaisingChunker(BaseChunker):
+    """Raises ``error_type(message)`` on every document it is asked about."""
+
     id = "broken"
     version = 3
+    error_type: type[Exception] = RuntimeError
+    message = "cannot parse this"
 
     def chunk(self, content, media_type, pages):
-        raise RuntimeError("cannot parse this")
+        raise self.error_type(self.message)
 
 
 class SizedConfig(ChunkerConfig):

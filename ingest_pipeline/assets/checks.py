@@ -157,25 +157,26 @@ def materialized_with_checks(
     """The step's events: its materialization, then each selected check's result for every
     document it judged, under that document's partition (in shard mode, under its shard's,
     the shard's documents' findings joined): ``document_processed`` for every outcome, and
-    ``findings`` (document -> the stage's own findings). A document the step failed or
-    skipped has no findings of its own, so those checks keep their last result."""
+    ``findings`` (document -> the stage's own findings) for each document the step neither
+    failed nor skipped; those checks of a failed or skipped document keep their last result."""
     yield MaterializeResult()
     partition = partition_of(context)
+    judged = {o.document for o in outcomes if o.status not in ("failed", "skipped")}
     by_partition: dict[str, list[Sequence[Finding]]] = {}
     for document, processed in processed_findings(outcomes).items():
-        found = [*(findings or {}).get(document, ()), *processed]
-        by_partition.setdefault(partition(document), []).append(found)
+        own = (findings or {}).get(document, ()) if document in judged else ()
+        by_partition.setdefault(partition(document), []).append([*own, *processed])
     selected = context.selected_asset_check_keys
     for output_name, spec in context.assets_def.check_specs_by_output_name.items():
         if spec.key in selected:  # Dagster expects each selected check's output once
             yield Output(None, output_name=output_name)
-    judged = _latest_materializations(context, list(by_partition)) if by_partition else {}
+    materialized = _latest_materializations(context, list(by_partition)) if by_partition else {}
     for key, found in by_partition.items():
         for finding in found[0] if len(found) == 1 else _joined(found):
             if AssetCheckKey(context.asset_key, finding.check) not in selected:
                 continue
             yield AssetCheckEvaluation(
-                target_materialization_data=judged.get(key),
+                target_materialization_data=materialized.get(key),
                 asset_key=context.asset_key,
                 check_name=finding.check,
                 passed=finding.passed,

@@ -127,11 +127,8 @@ def build_chunk_asset(
             started,
             lambda o: _claim_metadata(st, active_info, metas.get(o.document, {}), o),
         )
-        judged = {o.document for o in outcomes if o.status not in ("failed", "skipped")}
         yield from materialized_with_checks(
-            context,
-            outcomes,
-            {doc: claim_findings({doc: metas[doc]}, check_names) for doc in keys if doc in judged},
+            context, outcomes, {doc: claim_findings({doc: metas[doc]}, check_names) for doc in keys}
         )
 
     return _chunks

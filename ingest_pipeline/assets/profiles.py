@@ -141,15 +141,14 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
         rows_by_doc, findings = chunk_map_findings(
             st, profile.name, keys, max_tokens, {o.document: o.kept for o in outcomes}, budgeted
         )
-        judged = {o.document for o in outcomes if o.status not in ("failed", "skipped")}
-        findings = {doc: found for doc, found in findings.items() if doc in judged}
         flagged = {  # pages under the coverage floor, drawn too
             doc: [row["page"] for f in found if f.check == "page_text_covered" for row in f.rows]
             for doc, found in findings.items()
         }
+        outcomes = [_over_budget(o, over, stage) for o in outcomes]
         report_partitions(
             context,
-            [_over_budget(o, over, stage) for o in outcomes],
+            outcomes,
             started,
             lambda o: _chunk_map_metadata(st, settings, profile, rows_by_doc, o, budgeted, flagged),
         )
@@ -300,9 +299,8 @@ def lancedb_asset(profile: Profile, model: Embedder):
             "table_rows": table_rows,
         }
         report_partitions(context, outcomes, started, rows_of)
-        judged = [o.document for o in outcomes if o.status not in ("failed", "skipped")]
         yield from materialized_with_checks(
-            context, outcomes, {doc: [found] for doc, found in by_document(finding, judged).items()}
+            context, outcomes, {doc: [found] for doc, found in by_document(finding, keys).items()}
         )
 
     return _lancedb

@@ -57,7 +57,6 @@ class Box:
     bbox: tuple[float, float, float, float]
     label: str
     role: str
-    text: str = ""
 
 
 @dataclass
@@ -93,7 +92,6 @@ def _boxes(rows: list[dict[str, Any]]) -> Panel:
                 (b["x0"], b["y0"], b["x1"], b["y1"]),
                 str(number),
                 row.get("role") or "none",
-                " ".join((row.get("text") or "").split()),
             )
         )
     return panel
@@ -229,9 +227,7 @@ def show_page(
 ) -> dict[str, Any]:
     """Draw one page of a document with its boxes into ``out``; what was drawn, as a dict."""
     from ingest_pipeline.commands.inspection import find_source
-    from ingest_pipeline.readers.base import password_for
-    from ingest_pipeline.stages import source_bytes
-    from ingest_pipeline.stages.page_pictures import page_image, slide_image
+    from ingest_pipeline.stages.page_pictures import page_backdrop
 
     source = find_source(p.lake, ref)
     if source is None:
@@ -265,14 +261,8 @@ def show_page(
         panels = [chunk_panel(p.lake, did, page, profile)]
     row = pages[page]
     aspect = row["width"] / row["height"] if row.get("width") and row.get("height") else None
-    content = source_bytes(source)
     per_panel = width_px if len(panels) == 1 else max(300, width_px * 2 // 3)
-    if media == mt.PDF:
-        image = page_image(
-            content, media, page, per_panel, password_for(source["path"], p.settings.passwords), aspect
-        )
-    else:  # a slide is not rendered: its chunks' text and pictures are drawn where they sit
-        image = slide_image(p.store, profile, did, page, per_panel, aspect)
+    image = page_backdrop(p.store, source, did, page, per_panel, p.settings.passwords, aspect, profile)
     if image is None:
         raise ShowError(f"page {page} of {source['path']} cannot be rendered")
     caption = f"{source['path']}  page {page}"

@@ -13,20 +13,22 @@ step made, never a committed one.
 from __future__ import annotations
 
 import threading
+from datetime import datetime, timezone
 from typing import Any
+
+import sqlalchemy as sa
+from dagster._core.events import DagsterEventType
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable, SqlEventLogStorageTable
 
 
 def _utc_naive(timestamp: float) -> Any:
     """A timestamp as the executions table keeps it: UTC, without a zone."""
-    from datetime import datetime, timezone
-
     return datetime.fromtimestamp(timestamp, timezone.utc).replace(tzinfo=None)
 
 
 def _run_check_evaluation(event: Any) -> bool:
     """A check evaluation a run made (a runless one is written at once, as Dagster does)."""
-    from dagster._core.events import DagsterEventType
-
     return bool(
         event.is_dagster_event
         and event.dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION
@@ -42,11 +44,6 @@ class KeptCheckEvaluations:
     def _keep_checks(self) -> None:
         self._checks: list[Any] = []  # check evaluations not yet written
         self._checks_lock = threading.Lock()
-        self._held = threading.local()  # the index connection a flush holds, for its own writes
-
-    def _held_connection(self) -> Any:
-        """The index connection of the flush under way in this thread, if any."""
-        return getattr(self._held, "conn", None)
 
     def store_event(self, event: Any) -> None:
         if _run_check_evaluation(event):
@@ -62,8 +59,6 @@ class KeptCheckEvaluations:
     def _write_checks(self) -> None:
         """The kept check evaluations: their rows in each run's database and in the index,
         and their execution rows, in one transaction per database."""
-        from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
-
         with self._checks_lock:
             events, self._checks = self._checks, []
         if not events:
@@ -83,25 +78,18 @@ class KeptCheckEvaluations:
                 rows,
             )
             ids = [row[0] for row in inserted]
-            if self._update_executions(conn, events, rows, ids) == len(events):
-                return
-            self._held.conn = conn  # an execution row not planned: Dagster's own path, which inserts it
-            try:
-                for event, event_id in zip(events, ids):
-                    self.store_asset_check_event(event, event_id)
-            finally:
-                self._held.conn = None
+            updated = self._update_executions(conn, events, rows, ids)
+        if updated != len(events):  # a row not planned, or a check without partitions: Dagster's own
+            for event, event_id in zip(events, ids):  # path, which updates or inserts each row
+                self.store_asset_check_event(event, event_id)
 
     @staticmethod
     def _update_executions(conn: Any, events: list, rows: list[dict], ids: list[int]) -> int:
         """Each evaluation's planned execution row (one per run, check and partition; the
         unique index finds it) set to its result, as Dagster sets it, in one statement run
         for all of them with the events already serialized for their rows. How many rows
-        it updated."""
-        import sqlalchemy as sa
-        from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
-        from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable as T
-
+        it updated (-1, nothing done, when one has no partition)."""
+        T = AssetCheckExecutionsTable
         values = []
         for event, row, event_id in zip(events, rows, ids):
             evaluation = event.dagster_event.event_specific_data
@@ -124,7 +112,7 @@ class KeptCheckEvaluations:
                 }
             )
         if any(v["k_partition"] is None for v in values):
-            return -1  # an unpartitioned check: Dagster's own path
+            return -1
         statement = (
             T.update()
             .where(

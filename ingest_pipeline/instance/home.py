@@ -291,10 +291,6 @@ class KeptOpenSqliteEventLogStorage(KeptCheckEvaluations, SqliteEventLogStorage)
 
     @contextmanager
     def _connect(self, shard: str):
-        held = self._held_connection() if shard == INDEX_SHARD_NAME else None
-        if held is not None:  # inside a flush of check evaluations: its one transaction
-            yield held
-            return
         with self._db_lock:
             engine = self._engine_for(shard)
             if shard not in self._initialized_dbs:

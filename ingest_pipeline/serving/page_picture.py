@@ -18,9 +18,7 @@ def page_png(
 ) -> bytes:
     """PNG of ``page`` of ``document`` with the boxes of ``chunk_ids`` (of ``profile``'s chunk
     map) drawn on it, labelled 1, 2, …; a chunk on another page or with no box is left out."""
-    from ingest_pipeline.readers.base import password_for
-    from ingest_pipeline.stages import source_bytes
-    from ingest_pipeline.stages.page_pictures import page_image, slide_image
+    from ingest_pipeline.stages.page_pictures import page_backdrop
 
     source = parts.store.source(document)
     if source is None:
@@ -37,25 +35,19 @@ def page_png(
     for row in parts.store.chunk_rows(profile, document):
         if row["chunk_id"] in wanted and row["page"] == page and row.get("bbox"):
             b = row["bbox"]
-            text = " ".join((row.get("text") or "").split())
             panel.boxes.append(
                 Box(
                     (b["x0"], b["y0"], b["x1"], b["y1"]),
                     str(wanted[row["chunk_id"]]),
                     row.get("role") or "none",
-                    text,
                 )
             )
     row = sizes[page]
     aspect = row["width"] / row["height"] if row.get("width") and row.get("height") else None
-    content = source_bytes(source)
     with _RENDER:
-        if media == mt.PDF:
-            image = page_image(
-                content, media, page, width, password_for(source["path"], parts.settings.passwords), aspect
-            )
-        else:  # a slide is not rendered: its chunks' text and pictures are drawn where they sit
-            image = slide_image(parts.store, profile, document, page, width, aspect)
+        image = page_backdrop(
+            parts.store, source, document, page, width, parts.settings.passwords, aspect, profile
+        )
         if image is None:
             raise ShowError(f"page {page} of {shown} cannot be drawn")
         png, _ = draw([image], [panel], caption=f"{shown}  page {page}")

@@ -95,30 +95,27 @@ def render_page_preview(
     )
 
 
-def page_image(
-    content: bytes,
-    media_type: str,
+def page_backdrop(
+    store: Store,
+    source: dict[str, Any],
+    document: str,
     page: int,
-    width_px: int = 600,
-    password: str | None = None,
-    aspect: float | None = None,
+    width_px: int,
+    passwords: Any,
+    aspect: float | None,
+    profile: str,
 ):
-    """The page as an RGB PIL image, as :func:`render_page_preview` draws it before the
-    boxes: a PDF page rendered in display space, any other type a white canvas of
-    ``aspect``; None when a PDF page cannot be rendered."""
+    """The page as an RGB PIL image to draw boxes over: a PDF page rendered from its bytes
+    (None when it cannot be), else a slide, which nothing renders here, as the canvas of
+    ``aspect`` with every chunk of the page (of ``profile``'s chunk map) written or drawn in
+    its box, as the chunk map's pictures show it."""
+    from ingest_pipeline.readers.base import password_for
+
     if width_px < 1:
         raise ValueError(f"width_px must be at least 1, got {width_px}")
-    if _base_type(media_type) == mt.PDF:
-        return _render_pdf_page(content, page, width_px, password)
-    return _canvas(width_px, aspect)
-
-
-def slide_image(store: Store, profile: str, document: str, page: int, width_px: int, aspect: float | None):
-    """A slide as an RGB PIL image: the canvas of ``aspect`` with every chunk of the page
-    (of ``profile``'s chunk map) written or drawn in its box, as the chunk map's pictures
-    show it; the outlines are left to the caller."""
-    if width_px < 1:
-        raise ValueError(f"width_px must be at least 1, got {width_px}")
+    if _base_type(source["media_type"]) == mt.PDF:
+        password = password_for(source["path"], passwords)
+        return _render_pdf_page(source_bytes(source), page, width_px, password)
     rows = [r for r in store.chunk_rows(profile, document) if r["page"] == page and r["bbox"] is not None]
     canvas = _canvas(width_px, aspect)
     if rows:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from ingest_pipeline import media_types as mt
 from ingest_pipeline import stages
 from ingest_pipeline.chunkers.base import BaseChunker
+from ingest_pipeline.contract import ChunkingError
 from ingest_pipeline.documents import collect
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.settings import load_settings
 from ingest_pipeline.storage.store import Store
+from ingest_pipeline_tests.chunker_doubles import RaisingChunker
 from ingest_pipeline_tests.conftest import CORPUS, pdf_bytes, requires_corpus, write
 
 
@@ -37,11 +39,8 @@ class SaysNoToMarkdown(PdfOnly):
         return media_type == mt.MARKDOWN
 
 
-def test_every_chunker_is_asked_whatever_its_media_types_unless_it_disclaims_itself(data_dir):
-    """SPEC B33: media types advertise and gate nothing; the cheap path is the chunker's own
-    answer (the built-ins give one for what lies outside their media types)."""
-    from ingest_pipeline.chunkers.markdown.chunker import MarkdownChunker
-
+def _read_note(data_dir):
+    """(settings, store, document id) of a short Markdown note, observed and read."""
     write(data_dir / "sources" / "notes.md", "# Notes\n\nA short Markdown note.\n")
     settings = load_settings(data_dir)
     store = Store.at(settings.lake_root)
@@ -50,6 +49,15 @@ def test_every_chunker_is_asked_whatever_its_media_types_unless_it_disclaims_its
     doc = entry.document_id
     stages.observe_source(settings, store, doc, "run")
     stages.read_document(settings, store, doc, "run")
+    return settings, store, doc
+
+
+def test_every_chunker_is_asked_whatever_its_media_types_unless_it_disclaims_itself(data_dir):
+    """SPEC B33: media types advertise and gate nothing; the cheap path is the chunker's own
+    answer (the built-ins give one for what lies outside their media types)."""
+    from ingest_pipeline.chunkers.markdown.chunker import MarkdownChunker
+
+    settings, store, doc = _read_note(data_dir)
     registry = ChunkerRegistry()
     for chunker in (PdfOnly(), Anything(), SaysNoToMarkdown()):
         registry.register(chunker)
@@ -499,29 +507,19 @@ def test_a_claims_content_hash_follows_its_pieces_and_not_its_stamp():
     )
 
 
-class CannotSplit(BaseChunker):
+class CannotSplit(RaisingChunker):
     """Says, the way the contract lets it, that a document cannot be split."""
 
     id = "cannot_split"
     version = 1
-
-    def chunk(self, content, media_type, pages):
-        from ingest_pipeline.contract import ChunkingError
-
-        raise ChunkingError("its one table has no header row")
+    error_type = ChunkingError
+    message = "its one table has no header row"
 
 
 def test_a_chunking_error_is_this_chunkers_failure_on_this_document_with_its_reason(data_dir):
     """SPEC F09: ChunkingError means the document could not be split, a per-document
     failure; the document's pages go on to the next chunker."""
-    write(data_dir / "sources" / "notes.md", "# Notes\n\nA short Markdown note.\n")
-    settings = load_settings(data_dir)
-    store = Store.at(settings.lake_root)
-    (entry,) = collect(settings, [settings.source_root])
-    store.save_inventory([entry])
-    doc = entry.document_id
-    stages.observe_source(settings, store, doc, "run")
-    stages.read_document(settings, store, doc, "run")
+    settings, store, doc = _read_note(data_dir)
     registry = ChunkerRegistry()
     registry.register(CannotSplit())
     outcome = stages.run_chunker(settings, store, CannotSplit(), registry.info(CannotSplit()), doc, "run")
