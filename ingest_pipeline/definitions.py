@@ -14,6 +14,7 @@ from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.resources import resources_for
 from ingest_pipeline.sensors.folder import build_source_sensor
 from ingest_pipeline.settings import Settings, load_settings
+from ingest_pipeline.stages.routes import served_as
 
 INGEST_JOB = "ingest_documents"
 CATALOG_JOB = "refresh_catalog"
@@ -39,13 +40,17 @@ def build_definitions(settings: Settings, resources: dict | None = None) -> Defi
     served: set[str] = set()  # the versions an indexed profile uses: a run takes them first
     leads: dict[str, list[str]] = {}  # version -> the indexed profiles it leads for its formats
     for profile in settings.profiles:
+        cut_as = served_as(settings) if profile.name == settings.default_profile else []
         profile_assets += build_profile_assets(
             registry,
             profile,
             resources["embedder"].for_profile(profile.name),
             indexed=settings.is_indexed(profile),
+            cut_as=cut_as,
         )
-        versions = {registry.info(c).asset_name for c in registry.order_for(profile.chunkers)}
+        versions = {
+            registry.info(c).asset_name for p in (profile, *cut_as) for c in registry.order_for(p.chunkers)
+        }
         used |= versions
         if settings.is_indexed(profile):
             served |= versions

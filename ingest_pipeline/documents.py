@@ -3,12 +3,12 @@ which known ones vanished or were superseded (the inventory itself is kept by th
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ingest_pipeline.identity import document_id, label_name
+from ingest_pipeline.routing import glob_matches
 from ingest_pipeline.settings import CONFIG_FILE, Settings, SourceFilter
 from ingest_pipeline.storage import object_store
 from ingest_pipeline.storage.object_store import is_candidate
@@ -139,20 +139,12 @@ def mineru_documents(paths: Sequence[str]) -> list[str]:
     return kept
 
 
-def _glob_matches(path: str, pattern: str) -> bool:
-    """A glob over a document's path ('*' crosses folders); a pattern ending in '/' names a
-    folder and matches everything under it."""
-    if pattern.endswith("/"):
-        return path.startswith(pattern) or f"/{pattern}" in f"/{path}"
-    return fnmatch.fnmatchcase(path, pattern)
-
-
 def selected(entry: DocumentEntry, sources: SourceFilter) -> bool:
     """Whether the source filters keep a document found under a folder: it matches one of
     ``include`` (if any is set) and none of ``exclude``."""
-    if sources.include and not any(_glob_matches(entry.path, g) for g in sources.include):
+    if sources.include and not any(glob_matches(entry.path, g) for g in sources.include):
         return False
-    return not any(_glob_matches(entry.path, g) for g in sources.exclude)
+    return not any(glob_matches(entry.path, g) for g in sources.exclude)
 
 
 def chosen_in_folder(

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingest_pipeline.routing import DEFAULT_ROUTE, Facts, Route, Routes, parse_routes
 from ingest_pipeline.storage import object_store
 
 CONFIG_FILE = "ingest_pipeline.toml"
@@ -149,9 +150,18 @@ class Settings:
     # Document record fields a person sets: ``[documents."<glob>"] organisation = "…"``,
     # matched against the document's path (records.overrides).
     document_fields: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # How each document is treated, by the first route that matches it ([[routes]]; see
+    # ingest_pipeline.routing.routes): profiles, reader settings, limits.
+    routes: Routes = field(default_factory=Routes)
     # The order of ingest's progress columns ([progress] column_order, names as shown:
     # Reading, Chunking, Embedding, Indexing, …): listed first, unlisted after, as found.
     column_order: tuple[str, ...] = ()
+
+    def route_of(self, source: Mapping[str, Any]) -> Route:
+        """The route a document's source row takes (the default route when none does: the
+        sources stage keeps no row for such a document)."""
+        facts = Facts(str(source["path"]), str(source["media_type"]), int(source.get("bytes") or 0))
+        return self.routes.route_for(facts) or DEFAULT_ROUTE
 
     @property
     def shard_scheme(self):
@@ -260,27 +270,7 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
     root = object_store.absolute(os.fspath(data)) if data else default_data_dir()
     text = _read_text(object_store.join(root, CONFIG_FILE))
     config: dict[str, Any] = tomllib.loads(text) if text is not None else {}
-    profiles = list(builtin_profiles())
-    for name, body in (config.get("profiles") or {}).items():
-        if not _PROFILE_NAME.match(name):
-            raise ValueError(f"profile name {name!r} must match [a-z][a-z0-9_]*")
-        body = dict(body) if isinstance(body, Mapping) else {"chunkers": list(body)}
-        same = [i for i, p in enumerate(profiles) if p.name == name]
-        # a section naming a built-in profile changes only the fields it gives
-        base = profiles[same[0]] if same else Profile(name)
-        profile = Profile(
-            name,
-            tuple(body.get("chunkers", base.chunkers)),
-            split_oversized=bool(body.get("split_oversized", base.split_oversized)),
-            document_context=bool(body.get("document_context", base.document_context)),
-            indexed=base.indexed if body.get("indexed") is None else bool(body["indexed"]),
-            embedder=str(body.get("embedder") or base.embedder),
-            embedder_settings=dict(body.get("embedder_settings") or base.embedder_settings),
-        )
-        if same:
-            profiles[same[0]] = profile
-        else:
-            profiles.append(profile)
+    profiles = _profiles(config.get("profiles") or {})
     passwords: dict[str, str] = {}
     pw_text = _read_text(os.environ.get("INGEST_PASSWORDS") or object_store.join(root, PASSWORDS_FILE))
     if pw_text is not None:
@@ -302,11 +292,14 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
             raise ValueError(f"[limits.max_mib] {family!r} is not one of {', '.join(DEFAULT_MAX_BYTES)}")
         max_bytes[family] = int(float(mib) * MiB)
     link_roots = _link_roots(root, config.get("sources") or {})
+    default_profile = str(config.get("default_profile", SERVED_PROFILE))
+    routes = parse_routes(config.get("routes"), [p.name for p in profiles], default_profile)
     return Settings(
         data=root,
         sources=_source_filter(config.get("sources") or {}),
         profiles=tuple(profiles),
-        default_profile=str(config.get("default_profile", SERVED_PROFILE)),
+        default_profile=default_profile,
+        routes=routes,
         chunker_configs={k: dict(v) for k, v in (config.get("chunkers") or {}).items()},
         embedder=str(embedder_cfg.pop("use", DEFAULT_EMBEDDER)),
         embedder_settings=embedder_cfg,
@@ -333,6 +326,33 @@ def load_settings(data: str | os.PathLike[str] | None = None) -> Settings:
         document_fields=_document_fields(config.get("documents") or {}),
         column_order=tuple(str(c) for c in (config.get("progress") or {}).get("column_order") or ()),
     )
+
+
+def _profiles(tables: Mapping[str, Any]) -> list[Profile]:
+    """The built-in profiles with the ``[profiles.<name>]`` sections applied: a section naming
+    a built-in profile changes only the fields it gives, any other adds a profile."""
+    profiles = list(builtin_profiles())
+    for name, body in tables.items():
+        if not _PROFILE_NAME.match(name):
+            raise ValueError(f"profile name {name!r} must match [a-z][a-z0-9_]*")
+        body = dict(body) if isinstance(body, Mapping) else {"chunkers": list(body)}
+        same = [i for i, p in enumerate(profiles) if p.name == name]
+        # a section naming a built-in profile changes only the fields it gives
+        base = profiles[same[0]] if same else Profile(name)
+        profile = Profile(
+            name,
+            tuple(body.get("chunkers", base.chunkers)),
+            split_oversized=bool(body.get("split_oversized", base.split_oversized)),
+            document_context=bool(body.get("document_context", base.document_context)),
+            indexed=base.indexed if body.get("indexed") is None else bool(body["indexed"]),
+            embedder=str(body.get("embedder") or base.embedder),
+            embedder_settings=dict(body.get("embedder_settings") or base.embedder_settings),
+        )
+        if same:
+            profiles[same[0]] = profile
+        else:
+            profiles.append(profile)
+    return profiles
 
 
 def _link_roots(root: str, table: Mapping[str, Any]) -> tuple[str, ...]:

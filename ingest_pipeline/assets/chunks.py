@@ -106,7 +106,7 @@ def build_chunk_asset(
             outcome = stages.guarded(
                 st, stage, doc, context.run_id, stages.run_chunker,
                 settings, st, active, active_info, doc, context.run_id, worker,
-                force=force, keep_pieces=bool(feeder.profiles),
+                force=force, keep_pieces=bool(feeder.profiles), registry=chunkers.registry(),
             )  # fmt: skip
             feeder.feed(doc, outcome)
             return outcome
@@ -140,7 +140,8 @@ LISTED = ["page", "piece", "text", "bbox", "bbox_reason", "role", "header_path"]
 def _claim_metadata(st, info: ChunkerInfo, meta: Mapping[str, Any], outcome) -> dict[str, Any]:
     """A chunker version's partition: its claim's detail, then every piece it cut, readable."""
     detail = claim_detail(meta, info, failed=outcome.status == "failed")
-    table = st.lake.read("claims", info.asset_name, outcome.document, columns=LISTED) if meta else None
+    listed = meta and outcome.status != "skipped"  # a skipped document's old claim is not this run's
+    table = st.lake.read("claims", info.asset_name, outcome.document, columns=LISTED) if listed else None
     if table is not None and table.num_rows:
         path = outcome.kept.get("path") or stages.load_source(st, outcome.document)[0]["path"]
         detail["all_pieces"] = claim_listing(table, path, info.ref)

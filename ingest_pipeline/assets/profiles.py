@@ -2,6 +2,7 @@
 its stage per document and turns the stage's outcomes and findings into metadata and checks."""
 
 import time
+from collections.abc import Sequence
 
 from dagster import (
     AssetCheckResult,
@@ -67,22 +68,42 @@ CHUNK_MAP_CHECKS = {
 
 
 def build_profile_assets(
-    registry: ChunkerRegistry, profile: Profile, model: Embedder, indexed: bool = True
+    registry: ChunkerRegistry,
+    profile: Profile,
+    model: Embedder,
+    indexed: bool = True,
+    cut_as: Sequence[Profile] = (),
 ) -> list:
     """The profile's chunk map, and for an indexed profile its embeddings and LanceDB rows.
     ``model`` is the profile's embedder: its identity is part of each asset's code version,
-    so changing it shows in the graph as a change of exactly this profile's assets."""
-    chunk_map = chunk_map_asset(registry, profile, model, indexed)
+    so changing it shows in the graph as a change of exactly this profile's assets.
+    ``cut_as``: the profiles whose chunker versions cut some of its documents (the served
+    profile's, by the routes' ``serve``), which its chunk map then depends on too."""
+    chunk_map = chunk_map_asset(registry, profile, model, indexed, cut_as)
     if not indexed:  # nothing searches it: no vectors, no LanceDB table
         return [chunk_map]
     return [chunk_map, embeddings_asset(profile, model), lancedb_asset(profile, model)]
 
 
-def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder, indexed: bool):
+def _chunk_map_version(model: Embedder, order: list, cut_as: Sequence[Profile]) -> str:
+    """What the chunk map's output depends on besides its documents."""
+    versions = "+".join(f"{i.ref}:{i.config_hash}" for i in order)
+    routed = "".join(f"|{p.name}" for p in cut_as)
+    return f"{stages.STAGE_VERSIONS['chunk_map']}:{model.model_id}:{model.max_tokens}:{versions}{routed}"
+
+
+def _routed_versions(registry: ChunkerRegistry, order: list, cut_as: Sequence[Profile]) -> list:
+    """The chunker versions of the ``cut_as`` profiles that are not in ``order``."""
+    routed = [registry.info(c) for p in cut_as for c in registry.order_for(p.chunkers)]
+    return list({i.ref: i for i in routed if i not in order}.values())
+
+
+def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder, indexed: bool, cut_as=()):
     """The profile's merged chunk map: its chunker versions' claims, first in order wins,
     sized in its embedder's tokens."""
     max_tokens = model.max_tokens
     order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
+    routed = _routed_versions(registry, order, cut_as)
     map_key = chunk_map_key(profile.name)
 
     @asset(
@@ -90,10 +111,9 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
         partitions_def=documents_partitions,
         backfill_policy=BATCH_POLICY,
         group_name=f"profile_{profile.name}",
-        deps=[pages, *[chunk_asset_key(i) for i in order]],
+        deps=[pages, *[chunk_asset_key(i) for i in [*order, *routed]]],
         kinds={"parquet"},
-        code_version=f"{stages.STAGE_VERSIONS['chunk_map']}:{model.model_id}:{max_tokens}:"
-        + "+".join(f"{i.ref}:{i.config_hash}" for i in order),
+        code_version=_chunk_map_version(model, order, cut_as),
         description=f"Profile '{profile.name}': claims merged per page, first in order wins "
         f"({', '.join(i.ref for i in order)}).",
         metadata={"order": [i.ref for i in order], "profile": profile.name, "embedder": model.ref},
@@ -120,7 +140,7 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
             with stage_budget(stage, settings.stage_timeout, settings.stage_memory_bytes):
                 return stages.guarded(
                     st, stage, doc, context.run_id, stages.build_chunk_map,
-                    st, registry, profile, model, doc, context.run_id, force=force,
+                    st, registry, profile, model, doc, context.run_id, force=force, settings=settings,
                 )  # fmt: skip
 
         if keys:  # the tokenizer loads before any document's budget starts

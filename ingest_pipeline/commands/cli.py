@@ -145,6 +145,7 @@ def _document_at_a_glance(p, source: dict, profile: str, chunker: str | None, er
     ]
     return {
         "source": source,
+        "route": p.settings.route_of(source).described(),
         "pages": pages,
         "profile": profile,
         "chunks": inspection.chunk_records(p.lake, did, profile, chunker),
@@ -179,7 +180,7 @@ def cmd_inspect(args) -> int:
         return 0
     stages = list(dict.fromkeys(args.stage or ["chunks"]))  # several in one call, each once
     model = p.embedder.for_profile(profile)
-    records = [inspection.source_record(source)]
+    records = [inspection.source_record(source, p.settings.route_of(source).described())]
     for stage in stages:
         items = _stage_items(p, stage, did, profile, args.chunker)
         if args.limit is not None and args.format == "rich":

@@ -46,6 +46,7 @@ class IngestReport:
     warnings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     removed: list[str] = field(default_factory=list)
     empty: dict[str, str] = field(default_factory=dict)  # no chunks, no error: document -> why
+    skipped: dict[str, str] = field(default_factory=dict)  # turned away by the routes: document -> why
     texts_embedded: int = 0
     texts_from_cache: int = 0
     chunks: int = 0
@@ -78,6 +79,8 @@ class IngestReport:
             "removed_documents": self.removed,
             "empty": len(self.empty),
             "empty_documents": {self.paths.get(d, d): r for d, r in sorted(self.empty.items())},
+            "skipped": len(self.skipped),
+            "skipped_documents": {self.paths.get(d, d): r for d, r in sorted(self.skipped.items())},
             "chunker_errors": {self.paths.get(d, d): errs for d, errs in sorted(self.warnings.items())},
             "stages": self.stages,
             "failed_steps": self.failed_steps,
@@ -91,9 +94,11 @@ class IngestReport:
         }
 
     def status_of(self, document: str) -> str:
-        """new | changed | unchanged | failed: a failed document is only failed."""
+        """new | changed | unchanged | failed | skipped: a failed document is only failed."""
         if document in self.failed:
             return "failed"
+        if document in self.skipped:
+            return "skipped"
         if document in self.new:
             return "new"
         return "changed" if document in self.changed else "unchanged"
@@ -360,6 +365,12 @@ def _transient(failure: dict[str, Any]) -> bool:
     )
 
 
+def _served(parts: Parts, doc: str) -> bool:
+    """Whether the document's route puts it in the served index (``serve = false`` does not)."""
+    source = parts.store.source(doc)
+    return source is None or parts.settings.route_of(source).served
+
+
 def _catalog_exists(settings) -> bool:
     """A local catalog file is there (on a bucket root the catalog is built per query)."""
     return "://" not in settings.catalog_path and os.path.exists(settings.catalog_path)
@@ -416,8 +427,11 @@ def _classify(
     source, indexed = events.get("sources"), events.get(indexed_stage.asset)
     if source is None:
         report.failed.setdefault(doc, []).append({"stage": "sources", "reason": "not observed in this run"})
+    elif away := (parts.store.source_meta(doc) or {}).get("turned_away"):  # not an error
+        report.skipped[doc] = str(away)
     elif (
         parts.settings.is_indexed(profile)
+        and _served(parts, doc)
         and (indexed is None or indexed.status not in ("new", "unchanged"))
         and finished(parts.store, profile, doc) is None
     ):

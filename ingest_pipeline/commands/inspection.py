@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from ingest_pipeline.identity import display_name, real_name
+from ingest_pipeline.identity import canonical_json, display_name, real_name
 from ingest_pipeline.storage import queries
 from ingest_pipeline.storage.catalog import query
 from ingest_pipeline.storage.lake import Lake
@@ -33,9 +33,10 @@ def find_source(lake: Lake, ref: str) -> dict[str, Any] | None:
     return rows[0] if rows else None
 
 
-def source_record(source: dict[str, Any]) -> dict[str, Any]:
-    """The source row with its bytes (as they are on disk now) and, when they are UTF-8, its text."""
-    record = {"record": "source", **source}
+def source_record(source: dict[str, Any], route: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The source row with its bytes (as they are on disk now) and, when they are UTF-8, its
+    text; ``route``: the settings of the route it takes, as written."""
+    record = {"record": "source", **source, **({"route_settings": route} if route else {})}
     try:
         with open(real_name(source["uri"]), "rb") as handle:
             content = handle.read()
@@ -316,8 +317,11 @@ def render(
         kind = record["record"]
         if kind == "source":
             grid = Table.grid(padding=(0, 2))
-            for name in ("document_id", "media_type", "bytes", "sha256", "mtime", "uri", "run_id"):
+            for name in ("document_id", "media_type", "bytes", "sha256", "mtime", "uri", "run_id", "route"):
                 grid.add_row(Text(name, style="dim"), Text(display_name(record.get(name)), overflow="fold"))
+            if record.get("route_settings"):
+                settings = canonical_json({k: v for k, v in record["route_settings"].items() if k != "name"})
+                grid.add_row(Text("route sets", style="dim"), Text(settings, overflow="fold"))
             console.print(
                 Panel(
                     grid, title=escape(display_name(record["path"])), title_align="left", border_style="blue"

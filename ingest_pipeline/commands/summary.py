@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from ingest_pipeline.identity import display_name
 
 STATUSES = ("new", "changed", "cached", "failed")
-STYLES = {"new": "green", "changed": "yellow", "cached": "cyan", "failed": "red"}
+# Shown only where there are some: documents the routes turned away (not an error).
+QUIET_STATUSES = ("skipped",)
+STYLES = {"new": "green", "changed": "yellow", "cached": "cyan", "failed": "red", "skipped": "dim"}
 # The report's word for a document nothing was recomputed for is "unchanged"; here it is cached.
 _FROM_REPORT = {"new": "new", "changed": "changed", "unchanged": "cached", "failed": "failed"}
 
@@ -74,7 +76,7 @@ def summary_text(report, depth: int | None = None, tracebacks: dict[tuple[str, s
     width = max((len(name) for name, _ in lines), default=0)
     for name, counts in lines:
         out.append(name.ljust(width))
-        for status in STATUSES:
+        for status in STATUSES + QUIET_STATUSES:
             if counts[status]:
                 out.append("  ")
                 out.append(f"{counts[status]} {status}", style=STYLES[status])
@@ -85,6 +87,10 @@ def summary_text(report, depth: int | None = None, tracebacks: dict[tuple[str, s
     for status in STATUSES:
         out.append("  ")
         out.append(f"{root.counts[status]} {status}", style=STYLES[status] if root.counts[status] else None)
+    for status in QUIET_STATUSES:
+        if root.counts[status]:
+            out.append("  ")
+            out.append(f"{root.counts[status]} {status}", style=STYLES[status])
     if report.removed:
         out.append(f"  {len(report.removed)} removed")
     out.append("\n")
@@ -114,6 +120,8 @@ def summary_text(report, depth: int | None = None, tracebacks: dict[tuple[str, s
             detail = (tracebacks or {}).get((doc, error["stage"]))
             if detail:
                 out.append("    " + detail.rstrip().replace("\n", "\n    ") + "\n", style="dim")
+    for doc, reason in sorted(getattr(report, "skipped", {}).items(), key=lambda kv: name(kv[0], kv[0])):
+        out.append(f"skipped  {name(doc, doc)}  {display_name(reason)} (not an error)\n")
     for doc, reason in sorted(getattr(report, "empty", {}).items(), key=lambda kv: name(kv[0], kv[0])):
         out.append(f"empty    {name(doc, doc)}  {display_name(reason)} (nothing to chunk; not an error)\n")
     for doc, errors in sorted(report.warnings.items(), key=lambda kv: name(kv[0], kv[0])):

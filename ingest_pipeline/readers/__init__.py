@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.readers.base import PageReader, ReadOptions
@@ -48,12 +50,13 @@ def reader_ids() -> frozenset[str]:
 READER_DEFAULTS: dict[str, object] = {"ocr": True, "ocr_dpi": DEFAULT_OCR_DPI}
 
 
-def reader_settings(media_type: str) -> dict[str, object]:
+def reader_settings(media_type: str, route: Mapping[str, object] | None = None) -> dict[str, object]:
     """The settings, with their current values, that change what the readers make of a
     document of ``media_type``: for a PDF, OCR on or off and the resolution its
-    image-only pages are rendered at for OCR (``INGEST_OCR``, ``INGEST_OCR_DPI``)."""
+    image-only pages are rendered at for OCR (``INGEST_OCR``, ``INGEST_OCR_DPI``, or the
+    ``ocr`` and ``ocr_dpi`` of the document's route)."""
     if media_type == mt.PDF:
-        return {"ocr": ocr_enabled(), "ocr_dpi": ocr_dpi()}
+        return {"ocr": ocr_enabled(), "ocr_dpi": ocr_dpi(), **(route or {})}
     return {}
 
 

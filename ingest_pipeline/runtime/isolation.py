@@ -31,6 +31,22 @@ def _ready() -> bool:
     return True
 
 
+def _within(memory_bytes: int | None, fn: Callable[..., T], *args: Any) -> T:
+    """In the worker: ``fn(*args)`` under an address-space limit of its own, then the
+    worker's limit again."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = memory_bytes or resource.RLIM_INFINITY
+    if hard != resource.RLIM_INFINITY:
+        limit = hard if limit == resource.RLIM_INFINITY else min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        return fn(*args)
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 class ParseLimitExceeded(Exception):
     """The worker ran out of time or memory, or died, on this document."""
 
@@ -51,7 +67,8 @@ def _start_worker(limit_bytes: int | None, parent_pid: int) -> None:
     if limit_bytes:
         import resource
 
-        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+        # the soft limit only: a call with a route's own limit moves it (``_within``)
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, resource.getrlimit(resource.RLIMIT_AS)[1]))
     # The tokenizer's own thread pool gains nothing here (the worker runs beside the model,
     # which keeps the cores busy) and costs the time its threads spend waiting for work:
     # pdf@4 counts tokens page by page, thousands of small calls an ingest
@@ -107,27 +124,35 @@ class ParseWorker:
         for process in processes:
             process.join(timeout=5)
 
-    def call(self, fn: Callable[..., T], *args: Any) -> T:
+    def call(
+        self, fn: Callable[..., T], *args: Any, timeout: float | None = None, memory_bytes: int | None = None
+    ) -> T:
+        """``fn(*args)`` in the worker; ``timeout`` and ``memory_bytes`` replace the worker's
+        own limits for this call (a route's limits). In process (timeout 0) there are none."""
         if self.timeout <= 0:
             return fn(*args)
+        seconds = timeout or self.timeout
+        memory = memory_bytes or self.memory_bytes
         with self._lock:  # one document at a time per worker
-            future = self._executor().submit(fn, *args)
+            if memory != self.memory_bytes:
+                future = self._executor().submit(_within, memory, fn, *args)
+            else:
+                future = self._executor().submit(fn, *args)
             try:
-                return future.result(timeout=self.timeout)
+                return future.result(timeout=seconds)
             except concurrent.futures.TimeoutError:
                 self._discard()
-                raise ParseLimitExceeded(
-                    f"parsing took longer than {self.timeout:.0f} s and was stopped"
-                ) from None
+                stopped = f"parsing took longer than {seconds:g} s and was stopped"
+                raise ParseLimitExceeded(stopped) from None
             except BrokenProcessPool:
                 self._discard()
                 raise ParseLimitExceeded(
                     "the parser process died (a crash, or memory over the limit of "
-                    f"{(self.memory_bytes or 0) // 2**20} MiB)"
+                    f"{(memory or 0) // 2**20} MiB)"
                 ) from None
             except MemoryError:
                 raise ParseLimitExceeded(
-                    f"parsing needed more memory than the limit of {(self.memory_bytes or 0) // 2**20} MiB"
+                    f"parsing needed more memory than the limit of {(memory or 0) // 2**20} MiB"
                 ) from None
 
     @property

@@ -18,7 +18,7 @@ from ingest_pipeline.identity import chunk_id
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.runtime.budget import check as budget_check
 from ingest_pipeline.runtime.faults import crash_point
-from ingest_pipeline.settings import Profile
+from ingest_pipeline.settings import Profile, Settings
 from ingest_pipeline.stages.chunk_checks import table_grid_problem
 from ingest_pipeline.stages.claims import claim_content, claim_metas
 from ingest_pipeline.stages.common import (
@@ -39,6 +39,7 @@ from ingest_pipeline.stages.merge_stored import (
     merged_by_pieces,
 )
 from ingest_pipeline.stages.pages import load_pages
+from ingest_pipeline.stages.routes import NotRouted, routed_profile
 from ingest_pipeline.stages.sources import load_source
 from ingest_pipeline.storage import tables
 from ingest_pipeline.storage.store import Store
@@ -62,19 +63,14 @@ def build_chunk_map(
     document: str,
     run_id: str,
     force: bool = False,
+    settings: Settings | None = None,
 ) -> Outcome:
-    """Merge the claims of the profile's chunker order into the document's chunk map."""
-    try:
-        source, _ = load_source(store, document)
-        pages, pages_fp = load_pages(store, document)
-    except UpstreamMissing as exc:
-        withdrawn = withdraw_chunk_map(store, profile.name, document)
-        if withdrawn is None:
-            raise
-        raise StageError(
-            f"withdrawn from search: the file no longer reads ({exc}); its {withdrawn} chunks "
-            f"stay in the lake's history"
-        ) from None
+    """Merge the claims of the profile's chunker order into the document's chunk map.
+    With ``settings``, the document's route decides: a profile it does not go through
+    withdraws its chunk map and skips it, and the served profile cuts it with the chunker
+    versions of the profile the route serves it as."""
+    base = profile
+    source, profile, pages, pages_fp = _inputs(store, settings, profile, document)
     order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
     metas = claim_metas(store, order, document)
     claim_fps = [claim_content(m) for m in metas]
@@ -86,6 +82,7 @@ def build_chunk_map(
         claim_fps,
         embedder.model_id,
         embedder.max_tokens,
+        *([[i.ref for i in order]] if profile != base else []),  # cut as another profile
     )
     previous = store.chunk_map_meta(profile.name, document)
     if previous and previous.get("fingerprint") == fingerprint and not force:
@@ -108,6 +105,7 @@ def build_chunk_map(
         if any(p.status == "read" for p in pages):
             no_chunks += "; the chunkers kept nothing of the read pages"
         summary["no_chunks"] = no_chunks
+    summary.update(_route_summary(settings, source, profile != base))
     store.write_chunk_map(
         profile.name,
         document,
@@ -223,6 +221,35 @@ def _summary(merged: Merged, chunks: pa.Table) -> dict[str, Any]:
         "split_parts": sum(1 for m in split if "token_split" in json.loads(m)),
         "table_grid_problems": problems[:20],
     }
+
+
+def _inputs(store: Store, settings: Settings | None, profile: Profile, document: str):
+    """The document's source row, the profile its route cuts it with, its pages and their
+    fingerprint; a document whose file no longer reads leaves search."""
+    try:
+        source, _ = load_source(store, document)
+        profile = routed_profile(settings, settings.route_of(source), profile) if settings else profile
+        pages, pages_fp = load_pages(store, document)
+    except NotRouted:  # its chunk map (if any) leaves search
+        withdraw_chunk_map(store, profile.name, document)
+        raise
+    except UpstreamMissing as exc:
+        withdrawn = withdraw_chunk_map(store, profile.name, document)
+        if withdrawn is None:
+            raise
+        raise StageError(
+            f"withdrawn from search: the file no longer reads ({exc}); its {withdrawn} chunks "
+            f"stay in the lake's history"
+        ) from None
+    return source, profile, pages, pages_fp
+
+
+def _route_summary(settings: Settings | None, source: dict[str, Any], cut: bool) -> dict[str, Any]:
+    """The route a chunk map was cut under, where the root has routes."""
+    if settings is None or not settings.routes.configured:
+        return {}
+    route = settings.route_of(source)
+    return {"route": route.name, **({"cut_as": route.serve} if cut else {})}
 
 
 def withdraw_chunk_map(store: Store, profile: str, document: str) -> int | None:

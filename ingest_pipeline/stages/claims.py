@@ -13,8 +13,7 @@ import pyarrow as pa
 
 from ingest_pipeline.contract import ChunkingError, ChunkPiece, PageChunks, PageOutput
 from ingest_pipeline.identity import with_reader_settings
-from ingest_pipeline.readers.base import password_for
-from ingest_pipeline.registry import ChunkerInfo, stated_config
+from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry, stated_config
 from ingest_pipeline.runtime.isolation import ParseWorker
 from ingest_pipeline.settings import Settings
 from ingest_pipeline.stages.common import (
@@ -24,13 +23,14 @@ from ingest_pipeline.stages.common import (
     Outcome,
     StageError,
     clear_error,
-    direct,
     fingerprint_of,
+    parsed,
     record_error,
 )
 from ingest_pipeline.stages.merge import Claim
 from ingest_pipeline.stages.pages import load_pages
-from ingest_pipeline.stages.sources import load_source, source_bytes
+from ingest_pipeline.stages.routes import check_chunker_routed
+from ingest_pipeline.stages.sources import load_source, parse_limits, password_of, source_bytes
 from ingest_pipeline.storage import tables
 from ingest_pipeline.storage.configs import code_version, remember
 from ingest_pipeline.storage.lake import as_stored
@@ -48,6 +48,7 @@ def run_chunker(
     parser: ParseWorker | None = None,
     force: bool = False,
     keep_pieces: bool = False,
+    registry: ChunkerRegistry | None = None,
 ) -> Outcome:
     """Ask one chunker version about one document and store its claims (``keep_pieces``:
     the outcome keeps the pieces it cut too, as ``pieces``, with the document's ``path``).
@@ -58,6 +59,8 @@ def run_chunker(
     answer, ``disclaims(media_type)``, disclaims it unread: then its claim is empty.
     """
     source, _ = load_source(store, document)
+    if registry is not None:  # a version the document's route does not use skips it
+        check_chunker_routed(settings, registry, source, info.ref)
     pages, pages_fp = load_pages(store, document)
     reader_identity = (store.pages_meta(document) or {}).get("reader_identity") or {}
     cfg_hash = with_reader_settings(info.config_hash, reader_identity)
@@ -150,13 +153,15 @@ def _ask(
                 "source_sha256": source["sha256"],
                 "run_id": run_id,
             }
-            worked = (parser.call if parser else direct)(
+            worked = parsed(
+                parser,
+                parse_limits(settings, source),
                 claim_document,
                 chunker,
                 source_bytes(source),
                 source["media_type"],
                 pages,
-                password_for(source["path"], settings.passwords),
+                password_of(settings, source),
                 stamp,
                 info.ref,
                 info.config_hash,

@@ -136,3 +136,8 @@ def guarded(store: Store, stage: str, document: str, run_id: str, fn, *args, **k
 def direct(fn, *args):
     """Call ``fn`` in this process (the stages' stand-in for a parse worker)."""
     return fn(*args)
+
+
+def parsed(parser, limits: dict[str, Any], fn, *args):
+    """``fn(*args)`` in the parse worker under ``limits`` (a route's), or here without one."""
+    return parser.call(fn, *args, **limits) if parser else fn(*args)

@@ -8,7 +8,7 @@ from typing import Any
 from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.identity import canonical_json
 from ingest_pipeline.readers import changed_settings, read_pages, reader_ids, reader_settings
-from ingest_pipeline.readers.base import ReadOptions, password_for
+from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline.readers.ocr import ocr_concerns
 from ingest_pipeline.runtime.faults import crash_point
 from ingest_pipeline.runtime.isolation import ParseWorker
@@ -18,11 +18,11 @@ from ingest_pipeline.stages.common import (
     UNCHANGED,
     Outcome,
     UpstreamMissing,
-    direct,
     fingerprint_of,
+    parsed,
 )
 from ingest_pipeline.stages.records import describe_document
-from ingest_pipeline.stages.sources import load_source, source_bytes
+from ingest_pipeline.stages.sources import load_source, parse_limits, password_of, source_bytes
 from ingest_pipeline.storage.store import Store
 
 
@@ -45,8 +45,8 @@ def read_document(
     except UpstreamMissing:
         store.delete_pages(document)  # pages of bytes that can no longer be observed
         raise
-    password = password_for(source["path"], settings.passwords)
-    stated = reader_settings(source["media_type"])
+    password = password_of(settings, source)
+    stated = reader_settings(source["media_type"], settings.route_of(source).reader_settings())
     previous = store.pages_meta(document)
 
     def fingerprint_for(ocr_matters: bool) -> str:
@@ -69,7 +69,8 @@ def read_document(
         name=source["path"], password=password, ocr=stated.get("ocr"), ocr_dpi=stated.get("ocr_dpi")
     )
     try:
-        outputs = (parser.call if parser else direct)(read_pages, content, source["media_type"], options)
+        limits = parse_limits(settings, source)
+        outputs = parsed(parser, limits, read_pages, content, source["media_type"], options)
     except Exception:
         store.delete_pages(document)
         raise

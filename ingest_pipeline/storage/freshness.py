@@ -43,6 +43,7 @@ def run_identity(parts) -> str:
     from ingest_pipeline.readers import reader_ids, reader_settings
     from ingest_pipeline.records.record import RECORD_VERSION
     from ingest_pipeline.stages import STAGE_VERSIONS
+    from ingest_pipeline.stages.sources import password_file_path
 
     settings, registry, embedder = parts.settings, parts.registry, parts.embedder
     return sha256_text(
@@ -64,6 +65,13 @@ def run_identity(parts) -> str:
                     (p.name, list(p.chunkers), p.options(), settings.is_indexed(p)) for p in settings.profiles
                 ],
                 "served": settings.default_profile,
+                # How each document is treated; a route's password file by its version.
+                "routes": [
+                    [r.described(), _file_version(password_file_path(settings, r.password_file))]
+                    if r.password_file
+                    else r.described()
+                    for r in settings.routes.routes
+                ],
                 "limits": [
                     settings.max_file_bytes,
                     dict(settings.max_bytes),

@@ -216,6 +216,12 @@ class Store:
             "sources", (document,), pa.Table.from_pylist([dict(row)], schema=tables.SOURCES), meta=meta
         )
 
+    def turn_away_source(self, document: str, reason: str) -> None:
+        """The routes skip the document: no source row (so nothing downstream reads it), and
+        the reason in the metadata, for the stages after to say."""
+        empty = tables.SOURCES.empty_table()
+        self.lake.write("sources", (document,), empty, meta={"turned_away": reason})
+
     def delete_source(self, document: str) -> None:
         self.lake.delete("sources", document)
 

@@ -18,6 +18,7 @@ SOURCES = pa.schema(
         ("status", pa.string()),
         ("observed_at", pa.timestamp("us", tz="UTC")),
         ("run_id", pa.string()),
+        ("route", pa.string()),  # the [[routes]] entry that took it ("default" without routes)
     ]
 )
 
