@@ -307,15 +307,28 @@ class ChunkPiece:
 
 @dataclass(frozen=True)
 class PageChunks:
-    """A chunker's answer for one page: its pieces in reading order."""
+    """A chunker's answer for one page: its pieces in reading order.
+
+    An answer of zero pieces claims nothing: the page goes on to the next chunker in the
+    profile's order, so with page@1 installed every readable, non-blank page gets a chunk
+    (SPEC B36). A chunker that leaves a page's text out *on purpose* (a page of running
+    lines only, a Markdown section it is told to skip) says what in ``left_out``: then its
+    answer of zero pieces wins the page, and nothing of it is served."""
 
     page: int
     pieces: tuple[ChunkPiece, ...]
+    left_out: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.page < 1:
             raise ContractError(f"pages are numbered from 1, got {self.page}")
         object.__setattr__(self, "pieces", tuple(self.pieces))
+        object.__setattr__(self, "left_out", tuple(str(x) for x in self.left_out))
+
+    @property
+    def claims(self) -> bool:
+        """Whether this answer wins its page: it has pieces, or says what it left out."""
+        return bool(self.pieces or self.left_out)
 
 
 class SourceBytes(bytes):

@@ -93,6 +93,7 @@ def run_chunker(
             else (previous or {}).get("previous_config_hash")
         ),
         "claimed_pages": worked.pages,
+        "left_out_pages": worked.left_out,
         "error": error,
         "content": worked.content,
         "summary": summary,
@@ -201,6 +202,8 @@ class WorkedClaim:
     checks: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     pieces: list[ChunkPiece] | None = None
+    # pages it claimed with no pieces -> what it said it left out of them (B36)
+    left_out: dict[str, list[str]] = field(default_factory=dict)
 
 
 def claim_document(
@@ -222,7 +225,7 @@ def claim_document(
         for page_answer in answer
         for number, piece in enumerate(page_answer.pieces)
     ]
-    claimed = sorted({a.page for a in answer})
+    claimed = sorted({a.page for a in answer if a.claims})  # zero pieces, nothing said: no claim (B36)
     table = pa.Table.from_pylist(rows, schema=tables.CLAIMS)
     return WorkedClaim(
         table,
@@ -231,6 +234,7 @@ def claim_document(
         checks,
         metrics,
         [piece for page_answer in answer for piece in page_answer.pieces] if keep_pieces else None,
+        {str(a.page): list(a.left_out) for a in answer if a.left_out and not a.pieces},
     )
 
 
@@ -332,14 +336,26 @@ def load_winning_claims(
         _, by_page = store.claim(info.asset_name, document, pages=wanted, meta=meta)
         if claimed is None:
             taken |= {p for p in by_page if p in known}
+        said = meta.get("left_out_pages") or {}
+        empty = {p: () for p in wanted or () if p not in by_page}  # claimed with no pieces (B36)
+        answers = sorted({**empty, **by_page}.items())
         claims.append(
             Claim(
                 chunker=info.ref,
                 config_hash=config_hash,
-                pages=tuple(PageChunks(page=p, pieces=tuple(v)) for p, v in sorted(by_page.items())),
+                pages=tuple(
+                    PageChunks(page=p, pieces=tuple(v), left_out=() if v else _said(said, p))
+                    for p, v in answers
+                ),
             )
         )
     return claims
+
+
+def _said(left_out_pages: dict[str, list[str]], page: int) -> tuple[str, ...]:
+    """What a claim said it left out of a page it claimed with no pieces (a claim stored
+    before that was kept claimed pages with no pieces, and says so)."""
+    return tuple(left_out_pages.get(str(page)) or ("claimed with no pieces",))
 
 
 def claim_detail(meta: dict[str, Any], info: ChunkerInfo, failed: bool) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from ingest_pipeline.storage.store import Store
 
 # Bump a stage's version when its output for the same input changes. Keyed by asset family
 # (``chunks`` is every ``chunks/<id>_v<version>`` asset); only the numbers enter fingerprints.
-STAGE_VERSIONS = {"sources": 1, "pages": 1, "chunks": 1, "chunk_map": 1, "embeddings": 1, "lancedb": 2}
+STAGE_VERSIONS = {"sources": 1, "pages": 1, "chunks": 2, "chunk_map": 1, "embeddings": 1, "lancedb": 2}
 
 
 class StageError(Exception):

@@ -51,7 +51,8 @@ def merge_claims(
     claims: Sequence[Claim],
     expand: Callable[[Sequence[ChunkPiece]], Sequence[Sequence[ChunkPiece]]] | None = None,
 ) -> ChunkMap:
-    """Merge claims in order: the first chunker to answer a page wins it whole.
+    """Merge claims in order: the first chunker to claim a page wins it whole (an answer of
+    zero pieces that says nothing was left out on purpose claims nothing, B36).
 
     Text pieces on failed or unreadable pages are dropped (images kept), whitespace
     pieces are dropped before numbering, and a chunker that raised is skipped.
@@ -71,7 +72,7 @@ def merge_claims(
             if answer.page not in status:
                 dropped["unknown_page"] += len(answer.pieces)
                 continue
-            if answer.page in owner:
+            if answer.page in owner or not answer.claims:  # zero pieces, nothing said: no claim (B36)
                 continue
             owner[answer.page] = claim
             answers[answer.page] = answer

@@ -530,3 +530,61 @@ def test_a_chunking_error_is_this_chunkers_failure_on_this_document_with_its_rea
     assert store.claim_meta("cannot_split_v1", doc)["claimed_pages"] == []  # its pages stay free
     asked = stages.run_chunker(settings, store, PdfOnly(), registry.info(PdfOnly()), doc, "run")
     assert asked.detail["error"].startswith("RuntimeError: ")  # a fault reads as one
+
+
+class AnswersEveryPageEmpty(BaseChunker):
+    """Answers every page with zero pieces; with ``left_out`` set it says it left the text
+    out on purpose."""
+
+    id = "empty_answers"
+    version = 1
+    left_out: tuple[str, ...] = ()
+
+    def chunk(self, content, media_type, pages):
+        from ingest_pipeline.contract import PageChunks
+
+        return tuple(PageChunks(page=p.page, pieces=(), left_out=self.left_out) for p in pages)
+
+
+class LeavesEveryPageOut(AnswersEveryPageEmpty):
+    id = "leaves_out"
+    left_out = ("every line of it, on purpose",)
+
+
+def _merged_behind(data_dir, first):
+    """A text document cut by ``first`` and then page@1, merged from the stored claims."""
+    from ingest_pipeline.chunkers.page import PageChunker
+    from ingest_pipeline.stages.claims import claim_metas, load_winning_claims
+    from ingest_pipeline.stages.merge import merge_claims
+
+    write(data_dir / "sources" / "notes.txt", "A short note about the orchard.\n")
+    settings = load_settings(data_dir)
+    store = Store.at(settings.lake_root)
+    (entry,) = collect(settings, [settings.source_root])
+    store.save_inventory([entry])
+    doc = entry.document_id
+    stages.observe_source(settings, store, doc, "run")
+    stages.read_document(settings, store, doc, "run")
+    registry = ChunkerRegistry()
+    order = [first, PageChunker()]
+    for chunker in order:
+        registry.register(chunker)
+        stages.run_chunker(settings, store, chunker, registry.info(chunker), doc, "run")
+    infos = [registry.info(c) for c in order]
+    claimed = store.claim_meta(infos[0].asset_name, doc)["claimed_pages"]
+    pages = stages.load_pages(store, doc)[0]
+    claims = load_winning_claims(store, infos, claim_metas(store, infos, doc), doc, pages)
+    return claimed, merge_claims(doc, pages, claims)
+
+
+def test_a_claim_of_zero_pieces_wins_no_page_so_page_v1_still_cuts_it(data_dir):
+    """SPEC B36: with page@1 installed every readable, non-blank page gets a chunk, even
+    behind a chunker that answered the page with nothing."""
+    claimed, merged = _merged_behind(data_dir, AnswersEveryPageEmpty())
+    assert claimed == [] and merged.page_owner == {1: "page@1"}
+    assert [c.piece.text.strip() for c in merged.chunks] == ["A short note about the orchard."]
+
+
+def test_a_chunker_that_says_what_it_left_out_keeps_the_page_empty(data_dir):
+    claimed, merged = _merged_behind(data_dir, LeavesEveryPageOut())
+    assert claimed == [1] and merged.page_owner == {1: "leaves_out@1"} and not merged.chunks

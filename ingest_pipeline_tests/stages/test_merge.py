@@ -93,3 +93,14 @@ def test_document_ids_are_partition_safe_and_stable():
     assert set(did) <= set("abcdefghijklmnopqrstuvwxyz0123456789_-")
     assert did.startswith("reports-q3-final-v2-pdf-")
     assert document_id("sources:a.pdf", "a.pdf") != document_id("sources:b/a.pdf", "a.pdf")
+
+
+def test_an_answer_of_zero_pieces_leaves_the_page_to_the_next_chunker():  # B36
+    cmap = merge_claims("doc", PAGES, [claim("first@1", {1: []}), claim("page@1", {1: ["words"]})])
+    assert cmap.page_owner == {1: "page@1"} and [c.piece.text for c in cmap.chunks] == ["words"]
+
+
+def test_an_answer_that_says_what_it_left_out_keeps_its_page_with_nothing_served():
+    said = Claim("first@1", "h", (PageChunks(page=1, pieces=(), left_out=("Running header 2024",)),))
+    cmap = merge_claims("doc", PAGES, [said, claim("page@1", {1: ["Running header 2024"]})])
+    assert cmap.page_owner == {1: "first@1"} and not cmap.chunks

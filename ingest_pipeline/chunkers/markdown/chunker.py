@@ -83,7 +83,10 @@ class MarkdownChunker(BaseChunker):
         page = pages[0]
         if page.status != "read" or not page.text or not page.text.strip():
             return ()
-        return (PageChunks(page=page.page, pieces=tuple(self.pieces(page.text))),)
+        pieces = tuple(self.pieces(page.text))
+        # text whose every section is skipped on purpose (skip_headings, skip_pre_heading)
+        said = () if pieces else ("every section is skipped (skip_headings, skip_pre_heading)",)
+        return (PageChunks(page=page.page, pieces=pieces, left_out=said),)
 
     def pieces(self, text: str) -> list[ChunkPiece]:
         """The pieces of one Markdown text, in order."""

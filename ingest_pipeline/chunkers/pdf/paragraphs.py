@@ -81,7 +81,9 @@ class PdfParagraphsChunker(PdfChunker):
             found = _document_lines(self.layer, pdf, pages, self.page_extra)
         out = []
         for (po, lines, frame, extra), running in zip(found, _running(found)):
-            out.append(PageChunks(page=po.page, pieces=tuple(self.page_pieces(lines, frame, running, extra))))
+            pieces = tuple(self.page_pieces(lines, frame, running, extra))
+            said = tuple(lines[i].text for i in sorted(running)) if not pieces else ()  # running lines only
+            out.append(PageChunks(page=po.page, pieces=pieces, left_out=said))
         return tuple(out)
 
     def page_pieces(self, lines, frame, running: set[int], extra) -> list[ChunkPiece]:

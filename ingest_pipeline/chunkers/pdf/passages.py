@@ -360,7 +360,8 @@ class PdfPassagesChunker(PdfChunker):
                 )
                 if title:
                     passages[0] = replace(passages[0], meta={**passages[0].meta, "document_title": title})
-            out.append(PageChunks(page=po.page, pieces=tuple(passages)))
+            said = tuple(d["text"] for d in left_out) if not passages else ()  # running lines only
+            out.append(PageChunks(page=po.page, pieces=tuple(passages), left_out=said))
         return tuple(out)
 
     def _laid_out(self, content: bytes, pages: tuple[PageOutput, ...], tables: PdfTablesChunker):

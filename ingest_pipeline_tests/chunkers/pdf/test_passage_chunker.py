@@ -335,3 +335,19 @@ def test_a_side_margin_line_on_too_few_pages_stays_text():
         w.pages[k].rotated_text(30, 200, STAMP, size=7)
     answer = _passages(w.to_bytes())
     assert sum("DSKJLSW7X2PROD" in p.text for page in answer for p in page.pieces) == 2
+
+
+def test_a_page_of_running_lines_only_is_claimed_empty_saying_what_it_left_out():
+    """B36 with pdf@4's intent: a page that holds nothing but the running header is answered
+    with zero pieces that say what was left out, so it wins its page (no other chunker
+    serves the header); a page with text keeps its pieces and says nothing there."""
+    w = PdfWriter()
+    for k in range(4):
+        page = w.page()
+        page.text(72, 760, "ACME Corporation Annual Report", 9)
+        if k != 2:
+            page.text(72, 660, f"{FILLER} in quarter {k + 1}.", 10)
+    answer = _passages(w.to_bytes())
+    empty = [p for p in answer if not p.pieces]
+    assert [p.page for p in empty] == [3] and empty[0].left_out == ("ACME Corporation Annual Report",)
+    assert empty[0].claims and all(p.claims and not p.left_out for p in answer if p.pieces)
