@@ -69,3 +69,20 @@ def test_only_indexed_profiles_get_embeddings_lancedb_and_search(data_dir, capsy
         assert {f"chunk_map_{profile}", f"embeddings_{profile}", f"lancedb_{profile}"} <= keys
     assert main(["--data", str(data_dir), "search", "tomato", "--profile", "layout"]) == 2
     assert "profile 'layout' is not indexed" in capsys.readouterr().err
+
+
+def test_building_the_graph_reads_no_document_and_writes_nothing(sample_sources, data_dir):
+    """SPEC E01: defining the assets only binds them; work happens when a partition is
+    materialized. The storage root is as it was, file for file."""
+
+    def listing():
+        return sorted(
+            (str(p.relative_to(data_dir)), p.stat().st_mtime_ns) for p in data_dir.rglob("*") if p.is_file()
+        )
+
+    from ingest_pipeline.definitions import build_definitions
+
+    before = listing()
+    defs = build_definitions(load_settings(str(data_dir)))
+    assert defs.resolve_job_def("ingest_documents") is not None
+    assert listing() == before and before

@@ -141,6 +141,36 @@ def test_a_third_party_distribution_adds_a_chunker_by_installing_itself(tmp_path
     assert registry.info(registry.get("shout@1")).builtin is False
 
 
+PROVIDER_SOURCE = (
+    THIRD_PARTY_SOURCE
+    + """
+
+class WhisperChunker(ShoutChunker):
+    id = "whisper"
+
+    def chunk(self, content, media_type, pages):
+        return ()
+
+
+class Pack:
+    \"\"\"A provider: one entry point that hands over several chunkers (SPEC B02).\"\"\"
+
+    def chunkers(self):
+        return (ShoutChunker, WhisperChunker())
+
+
+PACK = Pack()
+"""
+)
+
+
+def test_one_entry_point_may_be_a_provider_of_several_chunkers(tmp_path, monkeypatch):
+    site = install_distribution(tmp_path / "site", "acme_pack", PROVIDER_SOURCE, {"pack": "acme_pack:PACK"})
+    monkeypatch.syspath_prepend(str(site))
+    registry = ChunkerRegistry.discover()
+    assert {"shout@1", "whisper@1"} <= {registry.info(c).ref for c in registry.default_order()}
+
+
 def test_a_broken_entry_point_is_refused_naming_it_and_its_package(tmp_path, monkeypatch):
     site = install_distribution(
         tmp_path / "site", "acme_typo", THIRD_PARTY_SOURCE, {"typo": "acme_typo:ShoutChunkr"}

@@ -588,3 +588,33 @@ def test_a_claim_of_zero_pieces_wins_no_page_so_page_v1_still_cuts_it(data_dir):
 def test_a_chunker_that_says_what_it_left_out_keeps_the_page_empty(data_dir):
     claimed, merged = _merged_behind(data_dir, LeavesEveryPageOut())
     assert claimed == [1] and merged.page_owner == {1: "leaves_out@1"} and not merged.chunks
+
+
+class RewritesTheReaderText(BaseChunker):
+    """Tries to replace the reader's text of the page it is handed."""
+
+    id = "rewriter"
+    version = 1
+
+    def chunk(self, content, media_type, pages):
+        pages[0].text = "text the reader never read"
+        return ()
+
+
+def test_a_chunker_cannot_replace_the_readers_text(data_dir):
+    """SPEC A06: pages keep the reader's text whatever the chunkers do; the attempt is that
+    chunker's failure on that document, and the pages rows are untouched."""
+    write(data_dir / "sources" / "notes.txt", "What the reader read.\n")
+    settings = load_settings(data_dir)
+    store = Store.at(settings.lake_root)
+    (entry,) = collect(settings, [settings.source_root])
+    store.save_inventory([entry])
+    doc = entry.document_id
+    stages.observe_source(settings, store, doc, "run")
+    stages.read_document(settings, store, doc, "run")
+    registry = ChunkerRegistry()
+    rewriter = RewritesTheReaderText()
+    registry.register(rewriter)
+    outcome = stages.run_chunker(settings, store, rewriter, registry.info(rewriter), doc, "run")
+    assert outcome.status == "failed" and "FrozenInstanceError" in outcome.detail["error"]
+    assert [p.text for p in stages.load_pages(store, doc)[0]] == ["What the reader read.\n"]
