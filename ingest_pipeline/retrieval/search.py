@@ -115,18 +115,7 @@ class Searcher:
         seen = {h["chunk_id"] for h in hits}
         hits += [h for h in run(within, request.query, vector) if h["chunk_id"] not in seen]
         passages = [{key: h.get(key) for key in HIT_KEYS} for h in hits]
-        grouped = group_hits(passages, request.group)
-        import os
-
-        if os.environ.get("PAGESUM") and request.group != "none":
-            c = float(os.environ["PAGESUM"])
-            rank = {p["chunk_id"]: i for i, p in enumerate(passages)}
-
-            def agg(g):
-                return sum(1.0 / (c + rank[p["chunk_id"]]) for p in g["passages"])
-
-            grouped.sort(key=lambda g: -agg(g))
-        grouped = grouped[: request.k]
+        grouped = group_hits(passages, request.group)[: request.k]
         if request.context:
             for item in grouped:
                 item["context"] = context_of(parts, profile, item, request.context)
