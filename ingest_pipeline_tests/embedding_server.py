@@ -2,7 +2,12 @@
 that misbehaves on request: the tests of the ``openai@1`` embedder talk to it over a real
 socket. ``faults`` is the order of answers to come, one per request: ``"429"``, ``"500"``,
 ``"slow"`` (answers after ``slow_seconds``), ``"drop"`` (closes the connection without an
-answer); once it is empty every request is answered."""
+answer); once it is empty every request is answered.
+
+An input item ``{"image": "<base64>"}`` (the form multimodal endpoints such as Jina's take)
+is embedded into the same space as the texts: no image model runs on this machine, so the
+server stands in for one by reading the picture's words with the bundled OCR and embedding
+them with the model, which is what puts a picture of words near a query for them."""
 
 from __future__ import annotations
 
@@ -36,6 +41,7 @@ class EmbeddingServer:
                     server.requests.append(
                         {
                             "texts": len(body["input"]),
+                            "images": sum(isinstance(item, dict) for item in body["input"]),
                             "fault": fault,
                             "auth": self.headers.get("authorization"),
                         }
@@ -52,7 +58,7 @@ class EmbeddingServer:
                     return self._answer(500, {"error": {"message": "boom"}})
                 if fault == "slow":
                     time.sleep(server.slow_seconds)
-                vectors = server.model.embed(body["input"])
+                vectors = server.model.embed([_as_text(item) for item in body["input"]])
                 data = [
                     {"object": "embedding", "index": i, "embedding": v.tolist()}
                     for i, v in enumerate(vectors)
@@ -83,3 +89,18 @@ class EmbeddingServer:
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def _as_text(item) -> str:
+    """A text as it is; a picture as the words OCR reads in it."""
+    if isinstance(item, str):
+        return item
+    import base64
+    import io
+
+    from PIL import Image
+
+    from ingest_pipeline.readers.ocr import recognize
+
+    _, text = recognize(Image.open(io.BytesIO(base64.b64decode(item["image"]))))
+    return text or " "

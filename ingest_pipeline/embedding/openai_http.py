@@ -19,6 +19,7 @@ its vectors.
 
 from __future__ import annotations
 
+import base64
 import math
 import os
 import random
@@ -49,6 +50,7 @@ SETTINGS = (
     "chars_per_token",
     "query_prefix",
     "passage_prefix",
+    "images",
 )
 RETRIED_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
@@ -81,6 +83,8 @@ class OpenAIEmbedder:
         self.chars_per_token = float(settings.get("chars_per_token", 3.0))
         self.query_prefix = str(settings.get("query_prefix", ""))
         self.passage_prefix = str(settings.get("passage_prefix", ""))
+        self.images = bool(settings.get("images", False))
+        self.modalities = ("text", "image") if self.images else ("text",)
         tokenizer = settings.get("tokenizer")
         self._counter = None
         if tokenizer:
@@ -94,6 +98,7 @@ class OpenAIEmbedder:
             "tokens": "tokenizer" if tokenizer else f"{self.chars_per_token} chars",
             "query_prefix": self.query_prefix,
             "passage_prefix": self.passage_prefix,
+            **({"images": True} if self.images else {}),
         }
         self.model_id = identity_key(REF, self._identity)
         self._client = None
@@ -140,10 +145,20 @@ class OpenAIEmbedder:
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self._embed([self.query_prefix + t for t in texts])
 
+    def embed_images(self, images: Sequence[bytes]) -> np.ndarray:
+        """Pictures into the same space as the texts (``images = true``), each sent as
+        ``{"image": "<base64>"}`` in ``input``, the form multimodal embedding endpoints such
+        as Jina's take."""
+        if not self.images:
+            raise ValueError(f"embedder {REF} of {self.model} is not set to take images (images = true)")
+        return self._batched([{"image": base64.b64encode(bytes(image)).decode("ascii")} for image in images])
+
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
+        return self._batched([self._fit(t) or " " for t in texts])
+
+    def _batched(self, fitted: list[Any]) -> np.ndarray:
+        if not fitted:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
-        fitted = [self._fit(t) or " " for t in texts]
         batches = [fitted[i : i + self.batch_size] for i in range(0, len(fitted), self.batch_size)]
         if len(batches) == 1 or self.concurrency == 1:
             parts = [self._request(b) for b in batches]
@@ -175,7 +190,7 @@ class OpenAIEmbedder:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
-    def _request(self, texts: list[str]) -> np.ndarray:
+    def _request(self, texts: list[Any]) -> np.ndarray:
         """One batch's vectors, in the texts' order, with retries."""
         import httpx
 

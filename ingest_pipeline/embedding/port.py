@@ -10,7 +10,9 @@ re-embeds exactly the profiles that use it.
 Passages and queries are embedded apart, since many models take a prefix or an
 instruction for each. The token counter and offsets size chunks in the model's own
 tokens; ``max_tokens`` is what it reads of a text. ``modalities`` says what it accepts
-(``text``, and ``image`` for a model that also embeds pictures into the same space).
+(``text``, and ``image`` for a model that also embeds pictures into the same space: such
+an embedder has ``embed_images(images)`` too, and a profile using it embeds its image
+chunks; otherwise they are indexed without a vector).
 """
 
 from __future__ import annotations

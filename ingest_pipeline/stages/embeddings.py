@@ -3,6 +3,7 @@ through the embedding cache keyed by (model id, sha256 of the text)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -24,6 +25,30 @@ from ingest_pipeline.stages.common import (
 from ingest_pipeline.storage import tables
 from ingest_pipeline.storage.stage_names import StageName
 from ingest_pipeline.storage.store import Store
+
+
+class Picture(bytes):
+    """An image chunk's bytes on their way to an embedder that accepts images; its cache
+    key is not a text's (``key_of``)."""
+
+
+def key_of(item: str | bytes) -> str:
+    """The embedding cache's key of a text (the sha256 of its UTF-8) or a picture."""
+    if isinstance(item, Picture):
+        return "image-" + hashlib.sha256(bytes(item)).hexdigest()
+    return sha256_text(item)
+
+
+def embed_items(embedder: Embedder, items: Sequence[str | bytes]) -> np.ndarray:
+    """Vectors for texts and pictures in order: texts through ``embed``, pictures through
+    the embedder's ``embed_images``."""
+    out: list[np.ndarray | None] = [None] * len(items)
+    for kind, call in ((str, embedder.embed), (Picture, getattr(embedder, "embed_images", None))):
+        at = [i for i, item in enumerate(items) if isinstance(item, kind)]
+        if at:
+            for i, vector in zip(at, call([items[i] for i in at]), strict=True):
+                out[i] = vector
+    return np.stack(out) if items else np.zeros((0, embedder.dim), dtype=np.float32)
 
 
 class EmbeddingCache:
@@ -49,7 +74,7 @@ class EmbeddingCache:
         missing = [sha for sha in texts if sha not in known]
         if not missing:
             return {}
-        fresh = embedder.embed([texts[sha] for sha in missing])
+        fresh = embed_items(embedder, [texts[sha] for sha in missing])
         new = {sha: fresh[i] for i, sha in enumerate(missing)}
         self.put(new, shard=f"{run}-{sha256_text(canonical_json(sorted(missing)))[:12]}")
         return new
@@ -107,8 +132,9 @@ def documents_to_embed(
     return pending
 
 
-def texts_of(table: pa.Table) -> list[tuple[str, str]]:
-    """(chunk id, the text the model embeds) of a chunk map's text chunks."""
+def texts_of(table: pa.Table, pictures: bool = False) -> list[tuple[str, str]]:
+    """(chunk id, the text the model embeds) of a chunk map's text chunks, and with
+    ``pictures`` (an embedder that accepts images) its image chunks' bytes as ``Picture``."""
     found = []
     for chunk_id, text, embed_text, image in zip(
         table.column("chunk_id").to_pylist(),
@@ -118,7 +144,14 @@ def texts_of(table: pa.Table) -> list[tuple[str, str]]:
     ):
         if image is None and text:
             found.append((chunk_id, embed_text or text))
+        elif image is not None and pictures:
+            found.append((chunk_id, Picture(image)))
     return found
+
+
+def sees_images(embedder: Embedder) -> bool:
+    """Whether the embedder puts pictures in its space (``modalities`` holds ``image``)."""
+    return "image" in tuple(getattr(embedder, "modalities", ()) or ()) and hasattr(embedder, "embed_images")
 
 
 def embed_documents(
@@ -153,9 +186,10 @@ def embed_documents(
         finish(outcome)
 
     pending = documents_to_embed(store, embedder, profile, documents, force, found)
-    texts = {document: texts_of(table) for document, table, _ in pending}
+    pictures = sees_images(embedder)
+    texts = {document: texts_of(table, pictures) for document, table, _ in pending}
     cache = EmbeddingCache(store, embedder.model_id)
-    wanted = {sha256_text(t) for doc_texts in texts.values() for _, t in doc_texts}
+    wanted = {key_of(t) for doc_texts in texts.values() for _, t in doc_texts}
     ahead = {sha: vector for sha, vector in (prefetched or {}).items() if sha in wanted}
     vectors = cache.get(wanted - set(ahead))
     known = set(vectors)  # vectors from before this run; ``ahead`` ones count as embedded here
@@ -164,7 +198,7 @@ def embed_documents(
     for document, table, fingerprint in pending:
         first_here = set()
         for _, text in texts[document]:
-            sha = sha256_text(text)
+            sha = key_of(text)
             if sha not in known:
                 known.add(sha)
                 first_here.add(sha)
@@ -200,9 +234,7 @@ class _ModelBatch:
         except Exception as exc:  # noqa: BLE001 - a document lacking a vector gets the error, no write
             self.down = exc
             lacking = [
-                w
-                for w in self.waiting
-                if any(sha256_text(t) not in self.vectors for _, t in self.texts[w[0]])
+                w for w in self.waiting if any(key_of(t) not in self.vectors for _, t in self.texts[w[0]])
             ]
             for document, *_ in lacking:
                 self.failed(document, exc)
@@ -243,7 +275,7 @@ def _write_embeddings(
     shas, statuses = [], []
     first_here = set(first_here)
     for _, text in texts:
-        sha = sha256_text(text)
+        sha = key_of(text)
         statuses.append("embedded" if sha in first_here else "cached")
         first_here.discard(sha)  # a text repeated in the document is embedded once
         shas.append(sha)
@@ -253,7 +285,8 @@ def _write_embeddings(
         "vectors": n,
         "embedded": embedded,
         "cached": n - embedded,
-        "images_without_vector": table.num_rows - table.column("image").null_count,
+        "images_without_vector": (table.num_rows - table.column("image").null_count)
+        - sum(isinstance(t, Picture) for _, t in texts),
     }
     # the vectors go to Arrow as one block of floats, not as a Python list per row
     block = (np.stack([vectors[sha] for sha in shas]) if n else np.zeros((0, embedder.dim))).astype(

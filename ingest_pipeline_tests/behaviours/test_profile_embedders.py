@@ -12,6 +12,7 @@ from ingest_pipeline.embedding.minilm import MiniLMEmbedder
 from ingest_pipeline.resources import parts_for
 from ingest_pipeline.settings import CONFIG_FILE
 from ingest_pipeline.storage.catalog import query
+from ingest_pipeline_tests.conftest import CORPUS, requires_corpus
 from ingest_pipeline_tests.embedding.test_embedders import install_hashing_embedder
 from ingest_pipeline_tests.embedding_server import EmbeddingServer
 
@@ -168,3 +169,45 @@ def test_a_dead_endpoint_leaves_errors_rows_and_an_untouched_table_and_the_next_
     assert query(parts.lake, "select count(*) as n from errors").to_pylist() == [{"n": 0}]
     assert sum(parts.index.counts("retrieval").values()) > sum(rows_before.values())
     assert again.requests  # the new server answered the run
+
+
+@requires_corpus
+def test_an_embedder_that_takes_images_puts_picture_chunks_into_the_same_space(data_dir):
+    """A scanned page read with OCR off is one rendered picture chunk. With an endpoint that
+    takes images (``images = true``), it gets a vector in the profile's space, so a query
+    for the words in the picture finds it by vector alone; with the same endpoint not set
+    to take images, it is indexed without one, as before."""
+    import shutil
+
+    import lancedb
+
+    from ingest_pipeline.retrieval.search import Request, Searcher
+
+    scans = data_dir / "sources" / "scans"
+    scans.mkdir()
+    shutil.copy(CORPUS / "files" / "pdf" / "docling__ocr_test.pdf", scans / "brochure.pdf")
+    (data_dir / "sources" / "orchard.md").write_text("# Orchard\n\nApple trees were pruned in March.\n")
+    server = EmbeddingServer()
+    endpoint = (
+        '[[routes]]\nname = "scans"\nwhen = { path = "scans/" }\nocr = false\n\n[[routes]]\nname = "rest"\n\n'
+        '[profiles.retrieval]\nembedder = "openai@1"\n[profiles.retrieval.embedder_settings]\n'
+        'base_url = "{url}"\nmodel = "minilm-served"\nmax_tokens = 256\n'
+        f'tokenizer = "{MiniLMEmbedder.tokenizer_path()}"\n'
+    )
+    try:
+        for images in (False, True):
+            settings = endpoint.replace("{url}", server.base_url) + f"images = {str(images).lower()}\n"
+            configure(data_dir, settings)
+            report = ingest(parts_for(str(data_dir)))
+            assert not report.failed, report.failed
+            table = lancedb.connect(str(data_dir / "lancedb")).open_table("chunks_retrieval").to_arrow()
+            rows = [r for r in table.to_pylist() if r["modality"] == "image"]
+            assert len(rows) == 1 and rows[0]["path"] == "scans/brochure.pdf"
+            assert (rows[0]["vector"] is not None) is images
+        parts = parts_for(str(data_dir))
+        query = "PDF conversion to JSON and Markdown in a self contained package"
+        result = Searcher(parts).search(Request(query=query, k=2, mode="vector", group="none"))
+        assert result.hits[0]["document_id"] == rows[0]["document_id"]
+        assert sum(r["images"] for r in server.requests) == 1  # the picture, asked once
+    finally:
+        server.stop()
