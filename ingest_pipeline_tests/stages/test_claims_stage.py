@@ -39,9 +39,10 @@ class SaysNoToMarkdown(PdfOnly):
         return media_type == mt.MARKDOWN
 
 
-def _read_note(data_dir):
-    """(settings, store, document id) of a short Markdown note, observed and read."""
-    write(data_dir / "sources" / "notes.md", "# Notes\n\nA short Markdown note.\n")
+def _read_note(data_dir, name: str = "notes.md", text: str = "# Notes\n\nA short Markdown note.\n"):
+    """(settings, store, document id) of a short note (Markdown unless named otherwise),
+    observed and read."""
+    write(data_dir / "sources" / name, text)
     settings = load_settings(data_dir)
     store = Store.at(settings.lake_root)
     (entry,) = collect(settings, [settings.source_root])
@@ -557,14 +558,7 @@ def _merged_behind(data_dir, first):
     from ingest_pipeline.stages.claims import claim_metas, load_winning_claims
     from ingest_pipeline.stages.merge import merge_claims
 
-    write(data_dir / "sources" / "notes.txt", "A short note about the orchard.\n")
-    settings = load_settings(data_dir)
-    store = Store.at(settings.lake_root)
-    (entry,) = collect(settings, [settings.source_root])
-    store.save_inventory([entry])
-    doc = entry.document_id
-    stages.observe_source(settings, store, doc, "run")
-    stages.read_document(settings, store, doc, "run")
+    settings, store, doc = _read_note(data_dir, "notes.txt", "A short note about the orchard.\n")
     registry = ChunkerRegistry()
     order = [first, PageChunker()]
     for chunker in order:
@@ -604,14 +598,7 @@ class RewritesTheReaderText(BaseChunker):
 def test_a_chunker_cannot_replace_the_readers_text(data_dir):
     """SPEC A06: pages keep the reader's text whatever the chunkers do; the attempt is that
     chunker's failure on that document, and the pages rows are untouched."""
-    write(data_dir / "sources" / "notes.txt", "What the reader read.\n")
-    settings = load_settings(data_dir)
-    store = Store.at(settings.lake_root)
-    (entry,) = collect(settings, [settings.source_root])
-    store.save_inventory([entry])
-    doc = entry.document_id
-    stages.observe_source(settings, store, doc, "run")
-    stages.read_document(settings, store, doc, "run")
+    settings, store, doc = _read_note(data_dir, "notes.txt", "What the reader read.\n")
     registry = ChunkerRegistry()
     rewriter = RewritesTheReaderText()
     registry.register(rewriter)
