@@ -54,6 +54,18 @@ def stated_config(chunker: Any) -> dict[str, Any]:
     return {**config, "environment": environment} if environment else config
 
 
+def _check_settings_reach_hash(ref: str, settings: Mapping[str, Any], chunker: Any) -> None:
+    """Settings given to a chunker must show in the configuration its hash covers (SPEC
+    E05): one that took them without stating them would cut differently under the same
+    config hash, so the chunks of both configurations would share their ids."""
+    lost = sorted(set(settings) - set(chunker_config(chunker)))
+    if lost:
+        raise RegistryError(
+            f"{ref} takes settings it does not state in its config ({', '.join(lost)}), so they would "
+            f"not reach its config hash: give it a `config` holding them (e.g. a pydantic model)"
+        )
+
+
 @dataclass(frozen=True)
 class ChunkerInfo:
     """What the registry advertises about one installed chunker version."""
@@ -147,6 +159,7 @@ class ChunkerRegistry:
         for ref, chunker in self._chunkers.items():
             if ref in configs:
                 chunker = type(chunker)(dict(configs[ref]))
+                _check_settings_reach_hash(ref, configs[ref], chunker)
             copy._chunkers[ref] = chunker
             copy._sources[ref] = self._sources[ref]
         return copy

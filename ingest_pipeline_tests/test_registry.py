@@ -181,3 +181,33 @@ def test_a_broken_entry_point_is_refused_naming_it_and_its_package(tmp_path, mon
     message = str(refused.value)
     assert "typo = acme_typo:ShoutChunkr" in message and "acme_typo" in message
     assert "AttributeError" in message
+
+
+class HidesItsSettings:
+    """Takes a setting but states no ``config``: its hash would not see the setting."""
+
+    id = "hider"
+    version = 1
+
+    def __init__(self, settings=None) -> None:
+        self._width = (settings or {}).get("width", 80)
+
+    def chunk(self, content, media_type, pages):
+        return ()
+
+
+def test_settings_a_chunker_does_not_state_in_its_config_are_refused():
+    """SPEC E05: the config hash cannot silently collapse to a constant. A setting given to
+    a chunker that keeps it out of its ``config`` is refused, naming it; a built-in whose
+    config holds the setting takes it and its hash changes."""
+    registry = ChunkerRegistry()
+    registry.register(HidesItsSettings())
+    with pytest.raises(
+        RegistryError, match=r"hider@1 takes settings it does not state in its config \(width\)"
+    ):
+        registry.configured({"hider@1": {"width": 40}})
+    builtin = ChunkerRegistry.discover()
+    wider = builtin.configured({"markdown@1": {"max_chars": 1500}})
+    assert (
+        wider.info(wider.get("markdown@1")).config_hash != builtin.info(builtin.get("markdown@1")).config_hash
+    )
