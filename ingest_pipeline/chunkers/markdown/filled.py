@@ -12,6 +12,11 @@
   path, which already holds it, leads the embedding text. markdown@1 serves it as a
   chunk of its own, flagged sparse.
 
+- Each chunk lists the blocks it holds as records (SPEC C40): id ``blk_NNNN``, kind, the
+  block's original Markdown (``content``) and its ``plain_text``, whether its kind is
+  atomic, its 1-based ``start_line``/``end_line``, the section's ``header_path`` and its
+  ``chars``. markdown@1 lists their ids and kinds only.
+
 A separate version because its boundaries differ from markdown@1's on the same file: the
 goldens pin both, and a profile moves to it by naming it.
 """
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 from ingest_pipeline.chunkers.markdown.chunker import MarkdownChunker, _Chunk, _Unit
 from ingest_pipeline.chunkers.markdown.sections import ParsedMarkdown
-from ingest_pipeline.chunkers.markdown.text import sentence_spans
+from ingest_pipeline.chunkers.markdown.text import plain_text, sentence_spans
 from ingest_pipeline.contract import ChunkPiece
 
 
@@ -66,7 +71,10 @@ class MarkdownFilledChunker(MarkdownChunker):
 
     def to_pieces(self, layout: ParsedMarkdown, chunks: list[_Chunk]) -> list[ChunkPiece]:
         pieces = super().to_pieces(layout, chunks)
+        atomic = frozenset(self.config.atomic_types)
         for chunk, piece in zip(chunks, pieces):
+            held = dict.fromkeys(u.block for u in chunk.units)  # in order, each once
+            piece.meta["blocks"] = [_block_record(layout, i, chunk.path, atomic) for i in held]
             if chunk.joined:
                 a, b = chunk.joined[0].a, chunk.joined[-1].b
                 piece.meta["joined_heading"] = {"start_char": a, "end_char": b, "text": layout.text[a:b]}
@@ -74,6 +82,37 @@ class MarkdownFilledChunker(MarkdownChunker):
                     {"role": "heading", "text": layout.text[u.a : u.b]} for u in chunk.joined
                 ]
         return pieces
+
+
+def _block_record(layout: ParsedMarkdown, index: int, path, atomic: frozenset[str]) -> dict:
+    """One block as the chunk that holds it lists it."""
+    block = layout.blocks[index]
+    content = layout.text[layout.off(block.start) : layout.end_off(block.end)]
+    return {
+        "id": f"blk_{index + 1:04d}",
+        "kind": block.kind,
+        "content": content,
+        "plain_text": _plain(block, content),
+        "atomic": block.kind in atomic,
+        "start_line": block.start + 1,
+        "end_line": block.end,
+        "header_path": [{"level": level, "text": text} for level, text in path],
+        "chars": len(content),
+    }
+
+
+def _plain(block, content: str) -> str:
+    """A block's text without its Markdown: a heading's words, code without its fences,
+    prose line by line without inline syntax; tables, math and HTML as written."""
+    if block.kind == "heading":
+        return plain_text(block.text)
+    if block.kind == "code":
+        lines = content.splitlines()
+        fenced = lines and lines[0].lstrip().startswith(("```", "~~~"))
+        return "\n".join(lines[1:-1] if fenced and len(lines) > 1 else lines)
+    if block.kind in ("table", "math", "html"):
+        return content
+    return "\n".join(plain_text(line) for line in content.splitlines())
 
 
 def _only_skipped(layout: ParsedMarkdown, a: int, b: int) -> bool:

@@ -80,3 +80,37 @@ def test_a_heading_with_no_body_before_a_sibling_section_stays_a_sparse_chunk():
     new = _cut(MarkdownFilledChunker(), text)
     # the sibling's heading path does not hold it, so joining would lose it: flagged instead
     assert new[0].text == "## Empty" and new[0].meta["flags"]["is_sparse"]
+
+
+def test_every_chunk_lists_the_blocks_it_holds_as_records():
+    """SPEC C40: id, kind, the original Markdown, its plain text, atomic, lines, the section's
+    heading path and chars, for each block of each chunk (markdown@2)."""
+    text = (
+        "# Report **2024**\n\nRevenue grew in *every* region,\nsee [the table](#t).\n\n"
+        "| region | growth |\n|---|---|\n| north | 4% |\n\n## Method\n\n```python\nrate = a / b\n```\n"
+    )
+    pieces = _cut(MarkdownFilledChunker(), text)
+    records = [b for p in pieces for b in p.meta["blocks"]]
+    assert [b["id"] for p in pieces for b in p.meta["blocks"]] == [
+        i for p in pieces for i in p.meta["block_ids"]
+    ]
+    by_kind = {b["kind"]: b for b in records}
+    lines = text.split("\n")
+    for b in records:
+        assert b["content"] == "\n".join(lines[b["start_line"] - 1 : b["end_line"]])
+        assert b["chars"] == len(b["content"])
+    assert [(b["kind"], b["atomic"]) for b in records] == [
+        ("heading", False),
+        ("paragraph", False),
+        ("table", True),
+        ("heading", False),
+        ("code", True),
+    ]
+    assert by_kind["paragraph"]["plain_text"] == "Revenue grew in every region,\nsee the table."
+    assert [b["plain_text"] for b in records if b["kind"] == "heading"] == ["Report 2024", "Method"]
+    assert by_kind["code"]["plain_text"] == "rate = a / b"
+    assert by_kind["code"]["header_path"] == [
+        {"level": 1, "text": "Report 2024"},
+        {"level": 2, "text": "Method"},
+    ]
+    assert "blocks" not in _cut(MarkdownChunker(), text)[0].meta  # markdown@1 lists ids and kinds only
