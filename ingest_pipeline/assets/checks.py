@@ -138,7 +138,7 @@ def processed_findings(outcomes: Sequence[Outcome]) -> dict[str, list[Finding]]:
         rows: list[dict[str, Any]] = []
         if outcome.status == "failed":
             rows = [_failure(outcome.document, outcome.detail.get("stage"), outcome.detail.get("reason"))]
-        elif outcome.status == "skipped":  # because an earlier stage failed on it, if it did
+        else:  # skipped because an earlier stage failed on it, or asked about its verdict page
             earlier = outcome.detail.get("failed_upstream") or ()
             rows = [_failure(outcome.document, e["stage"], e["reason"]) for e in earlier]
         found[outcome.document] = [Finding(PROCESSED, not rows, "failures", rows, {"status": outcome.status})]

@@ -202,7 +202,7 @@ def outcome_metadata(outcome: Outcome, extra: Mapping[str, Any] | None = None) -
         stage = outcome.detail.get("stage")
         reason = outcome.detail.get("reason") or outcome.detail.get("error") or "failed"
         headline = f"FAILED{' in ' + stage if stage else ''}: {display_name(reason)}"
-    elif status == "skipped" and outcome.detail.get("failed_upstream"):
+    elif outcome.detail.get("failed_upstream"):  # skipped, or asked about a verdict page (A13)
         first = outcome.detail["failed_upstream"][0]
         headline = f"FAILED upstream, in {first['stage']}: {display_name(first['reason'])}"
     else:

@@ -230,6 +230,8 @@ def _inputs(store: Store, settings: Settings | None, profile: Profile, document:
         source, _ = load_source(store, document)
         profile = routed_profile(settings, settings.route_of(source), profile) if settings else profile
         pages, pages_fp = load_pages(store, document)
+        if (store.pages_meta(document) or {}).get("unopened"):  # no reader opened its bytes (A13)
+            raise UpstreamMissing(f"no reader could open {document}")
     except NotRouted:  # its chunk map (if any) leaves search
         withdraw_chunk_map(store, profile.name, document)
         raise

@@ -68,8 +68,10 @@ def run_chunker(
     previous = store.claim_meta(info.asset_name, document)
     _remember_configs(store, chunker, info, cfg_hash, reader_identity)
     if previous and previous.get("fingerprint") == fingerprint and not force:
-        return Outcome(
-            document, "unchanged", {**previous.get("summary", {}), **UNCHANGED}, {"meta": previous}
+        return _upstream(
+            store,
+            document,
+            Outcome(document, "unchanged", {**previous.get("summary", {}), **UNCHANGED}, {"meta": previous}),
         )
     started = time.perf_counter()
     worked, error = _ask(
@@ -104,8 +106,18 @@ def run_chunker(
     kept: dict[str, Any] = {"meta": as_stored(meta)}
     if keep_pieces:
         kept.update(pieces=worked.pieces or [], path=source["path"])
+    status, detail = "failed" if error else "new", {**summary, **({"error": error} if error else {})}
+    return _upstream(store, document, Outcome(document, status, detail, kept))
+
+
+def _upstream(store: Store, document: str, outcome: Outcome) -> Outcome:
+    """A document no reader opened was still handed to the chunkers (its verdict page,
+    SPEC A13); its outcome says it failed upstream, as a skipped stage's would."""
+    if not (store.pages_meta(document) or {}).get("unopened"):
+        return outcome
+    earlier = [{"stage": e["stage"], "reason": e["reason"]} for e in store.document_errors(document)]
     return Outcome(
-        document, "failed" if error else "new", {**summary, **({"error": error} if error else {})}, kept
+        outcome.document, outcome.status, {**outcome.detail, "failed_upstream": earlier}, outcome.kept
     )
 
 

@@ -7,7 +7,14 @@ from typing import Any
 
 from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.identity import canonical_json
-from ingest_pipeline.readers import changed_settings, read_pages, reader_ids, reader_settings
+from ingest_pipeline.readers import (
+    UnsupportedMediaType,
+    changed_settings,
+    read_pages,
+    reader_for,
+    reader_ids,
+    reader_settings,
+)
 from ingest_pipeline.readers.base import ReadOptions
 from ingest_pipeline.readers.ocr import ocr_concerns
 from ingest_pipeline.runtime.faults import crash_point
@@ -71,8 +78,8 @@ def read_document(
     try:
         limits = parse_limits(settings, source)
         outputs = parsed(parser, limits, read_pages, content, source["media_type"], options)
-    except Exception:
-        store.delete_pages(document)
+    except Exception as exc:
+        _write_verdict(store, document, source, exc, run_id)
         raise
     ocr_pages = sum(1 for out in outputs if ocr_concerns(out)) if stated else 0
     fingerprint = fingerprint_for(ocr_pages > 0)
@@ -98,6 +105,27 @@ def read_document(
         settings, store, document, run_id, source, content, outputs, parser, fingerprint
     )
     return Outcome(document, "new", {**summary, **record})
+
+
+def _write_verdict(store: Store, document: str, source: dict[str, Any], exc: Exception, run_id: str) -> None:
+    """Bytes no reader could open still get a reader's verdict (SPEC A13): one failed page
+    saying why, which the chunkers are then asked about. The stage fails all the same (the
+    errors row names the reason), and its metadata marks the document ``unopened``, so the
+    chunk map skips it as failed upstream and the pages are read again next time."""
+    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+    try:
+        found = reader_for(source["media_type"])
+        reader = f"{found.id}@{found.version}"
+    except UnsupportedMediaType:
+        reader = "none@1"
+    verdict = PageOutput(page=1, status="failed", reader=reader, reason=f"cannot be opened: {reason}")
+    columns = _page_columns([verdict], {}, {}, source["sha256"], run_id)
+    meta = {
+        "fingerprint": None,
+        "summary": {"pages": 1, "failed": 1, "readers": [reader]},
+        "unopened": reason,
+    }
+    store.write_pages(document, [verdict], columns, meta)
 
 
 def _page_columns(

@@ -220,10 +220,10 @@ class Freshness:
         }
         outcomes = {}
         for asset, meta in metas.items():
-            if meta:
-                outcomes[asset] = ("unchanged", _unchanged_detail(asset, meta))
-            elif asset in failed:
+            if asset in failed and (not meta or asset == "pages"):  # pages: a verdict of unopened bytes
                 outcomes[asset] = ("failed", {"reason": failed[asset]})
+            elif meta:
+                outcomes[asset] = ("unchanged", _unchanged_detail(asset, meta))
             else:
                 outcomes[asset] = ("skipped", {"reason": "an upstream stage has no output for this document"})
         return Check(True, state, outcomes)

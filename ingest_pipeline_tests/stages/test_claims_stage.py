@@ -605,3 +605,39 @@ def test_a_chunker_cannot_replace_the_readers_text(data_dir):
     outcome = stages.run_chunker(settings, store, rewriter, registry.info(rewriter), doc, "run")
     assert outcome.status == "failed" and "FrozenInstanceError" in outcome.detail["error"]
     assert [p.text for p in stages.load_pages(store, doc)[0]] == ["What the reader read.\n"]
+
+
+class NotesWhatItIsHanded(BaseChunker):
+    """Answers nothing, and keeps the verdicts of the pages it is handed."""
+
+    id = "notes_pages"
+    version = 1
+    seen: list[tuple[int, str, str | None]] = []
+
+    def chunk(self, content, media_type, pages):
+        type(self).seen = [(p.page, p.status, p.reason) for p in pages]
+        return ()
+
+
+def test_bytes_no_reader_opens_get_a_failed_verdict_page_that_the_chunkers_are_handed(data_dir):
+    """SPEC A13: readers run first and give a verdict even on bytes they cannot open; that
+    page reaches the chunkers. The document still fails at pages, with the reason, and the
+    chunkers' outcome says it failed upstream."""
+    write(data_dir / "sources" / "cut.pdf", pdf_bytes([["A page that will be cut short"]])[:300])
+    settings = load_settings(data_dir)
+    store = Store.at(settings.lake_root)
+    (entry,) = collect(settings, [settings.source_root])
+    store.save_inventory([entry])
+    doc = entry.document_id
+    stages.observe_source(settings, store, doc, "run")
+    read = stages.guarded(store, "pages", doc, "run", stages.read_document, settings, store, doc, "run")
+    assert read.status == "failed" and "PDFium cannot open it" in read.detail["reason"]
+    (verdict,) = stages.load_pages(store, doc)[0]
+    assert (verdict.page, verdict.status, verdict.reader) == (1, "failed", "pdfium_text@1")
+    registry = ChunkerRegistry()
+    chunker = NotesWhatItIsHanded()
+    registry.register(chunker)
+    outcome = stages.run_chunker(settings, store, chunker, registry.info(chunker), doc, "run")
+    assert NotesWhatItIsHanded.seen == [(1, "failed", verdict.reason)]
+    assert verdict.reason.startswith("cannot be opened: PDFium cannot open it")
+    assert [e["stage"] for e in outcome.detail["failed_upstream"]] == ["pages"]
