@@ -21,7 +21,7 @@ import numpy as np
 from ingest_pipeline.embedding.port import Embedder
 from ingest_pipeline.identity import sha256_text
 from ingest_pipeline.settings import Profile
-from ingest_pipeline.stages.embeddings import EmbeddingCache, documents_to_embed, texts_of
+from ingest_pipeline.stages.embeddings import EmbeddingCache, documents_to_embed, sees_words, texts_of
 from ingest_pipeline.storage.store import Store
 from ingest_pipeline.storage.vector_index import load_client_ahead
 
@@ -87,7 +87,7 @@ class EmbeddingPrefetch:
     def feed(cls, store: Store, embedder: Embedder, profile: str, texts: Iterable[str], run_id: str) -> int:
         """Hand over texts the profile's chunk map will hold (from a served version's
         claims, before the chunk map exists); returns how many were new to the thread."""
-        texts = {sha256_text(t): t for t in texts}
+        texts = {sha256_text(t): t for t in texts} if sees_words(embedder) else {}
         if not texts:
             return 0
         return cls._for(store, embedder, profile, run_id)._add(texts, final=False)
@@ -106,7 +106,8 @@ class EmbeddingPrefetch:
         and the cache lacks, and close the hand-over (texts fed earlier and not among them
         are dropped); None when nothing is left to embed ahead."""
         pending = documents_to_embed(store, embedder, profile, documents, force, lambda *_: None)
-        texts = {sha256_text(t): t for _, table, _ in pending for _, t in texts_of(table)}
+        words = sees_words(embedder)
+        texts = {sha256_text(t): t for _, table, _ in pending for _, t in texts_of(table, words=words)}
         with cls._lock:
             running = cls._running.get((run_id, profile.name))
         done = running.embedded() if running else set()

@@ -132,9 +132,11 @@ def documents_to_embed(
     return pending
 
 
-def texts_of(table: pa.Table, pictures: bool = False) -> list[tuple[str, str]]:
-    """(chunk id, the text the model embeds) of a chunk map's text chunks, and with
-    ``pictures`` (an embedder that accepts images) its image chunks' bytes as ``Picture``."""
+def texts_of(table: pa.Table, pictures: bool = False, words: bool = True) -> list[tuple[str, str]]:
+    """(chunk id, the text the model embeds) of a chunk map's text chunks (unless ``words``
+    is False: an embedder of images only), and with ``pictures`` (an embedder that accepts
+    images) its image chunks' bytes as ``Picture``. What an embedder does not take stays
+    without a vector: a filter finds it, vector search does not."""
     found = []
     for chunk_id, text, embed_text, image in zip(
         table.column("chunk_id").to_pylist(),
@@ -142,11 +144,16 @@ def texts_of(table: pa.Table, pictures: bool = False) -> list[tuple[str, str]]:
         table.column("embed_text").to_pylist(),
         table.column("image").to_pylist(),
     ):
-        if image is None and text:
+        if image is None and text and words:
             found.append((chunk_id, embed_text or text))
         elif image is not None and pictures:
             found.append((chunk_id, Picture(image)))
     return found
+
+
+def sees_words(embedder: Embedder) -> bool:
+    """Whether the embedder takes texts (every one that states no ``modalities`` does)."""
+    return "text" in tuple(getattr(embedder, "modalities", ("text",)) or ("text",))
 
 
 def sees_images(embedder: Embedder) -> bool:
@@ -187,7 +194,7 @@ def embed_documents(
 
     pending = documents_to_embed(store, embedder, profile, documents, force, found)
     pictures = sees_images(embedder)
-    texts = {document: texts_of(table, pictures) for document, table, _ in pending}
+    texts = {document: texts_of(table, pictures, sees_words(embedder)) for document, table, _ in pending}
     cache = EmbeddingCache(store, embedder.model_id)
     wanted = {key_of(t) for doc_texts in texts.values() for _, t in doc_texts}
     ahead = {sha: vector for sha, vector in (prefetched or {}).items() if sha in wanted}

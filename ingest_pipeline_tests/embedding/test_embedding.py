@@ -180,3 +180,42 @@ def test_the_prefetch_takes_an_earlier_runs_vectors_and_reads_no_shard_of_its_ow
     assert len(own) >= 3
     assert set(store.cached_vectors(embedder.model_id, vectors, skip=f"{run}-ahead-")) == set()
     assert set(store.cached_vectors(embedder.model_id, vectors)) == set(vectors)
+
+
+def test_each_chunk_goes_to_the_embedder_only_in_a_modality_it_takes():
+    """SPEC D07: a text-only embedder gets the texts, one of texts and images gets both
+    (pictures as bytes, cached under keys of their own), and one of images only gets the
+    pictures; what it does not take stays without a vector."""
+    import pyarrow as pa
+
+    from ingest_pipeline.stages.embeddings import Picture, key_of, sees_images, sees_words, texts_of
+
+    table = pa.table(
+        {
+            "chunk_id": ["t1", "i1", "t2"],
+            "text": ["Revenue rose.", None, "Costs fell."],
+            "embed_text": ["Report: Revenue rose.", None, None],
+            "image": [None, b"\x89PNG picture", None],
+        }
+    )
+
+    class Model:
+        def __init__(self, modalities):
+            self.modalities = modalities
+
+        def embed_images(self, images):
+            return []
+
+    wanted = {
+        ("text",): ["t1", "t2"],
+        ("text", "image"): ["t1", "i1", "t2"],
+        ("image",): ["i1"],
+    }
+    for modalities, ids in wanted.items():
+        model = Model(modalities)
+        found = texts_of(table, sees_images(model), sees_words(model))
+        assert [chunk for chunk, _ in found] == ids, modalities
+    picture = dict(texts_of(table, pictures=True))["i1"]
+    assert isinstance(picture, Picture) and key_of(picture).startswith("image-")
+    assert key_of("Revenue rose.") != key_of(Picture(b"Revenue rose."))
+    assert dict(texts_of(table))["t1"] == "Report: Revenue rose."
