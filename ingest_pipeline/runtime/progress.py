@@ -45,7 +45,10 @@ def report(asset: str, outcome: Any) -> None:
     """Tell the listeners (if any) that ``outcome.document`` finished ``asset``."""
     if not _listeners:
         return
-    event = DocumentEvent(asset, outcome.document, outcome.status, dict(outcome.detail or {}))
+    detail = dict(outcome.detail or {})
+    # a stage that only saw what a failed stage left (a verdict page, A13) shows as skipped
+    status = "skipped" if detail.get("failed_upstream") and outcome.status != "failed" else outcome.status
+    event = DocumentEvent(asset, outcome.document, status, detail)
     with _lock:
         listeners = list(_listeners)
     for listener in listeners:

@@ -219,10 +219,11 @@ class Freshness:
             stage.asset: e["reason"] for e in state["errors"] if (stage := StageName.of_stage(e["stage"]))
         }
         outcomes = {}
+        unopened = bool((metas.get("pages") or {}).get("unopened"))  # a verdict page only (A13)
         for asset, meta in metas.items():
-            if asset in failed and (not meta or asset == "pages"):  # pages: a verdict of unopened bytes
+            if asset in failed and (not meta or asset == "pages"):
                 outcomes[asset] = ("failed", {"reason": failed[asset]})
-            elif meta:
+            elif meta and not (unopened and asset not in ("sources", "pages")):
                 outcomes[asset] = ("unchanged", _unchanged_detail(asset, meta))
             else:
                 outcomes[asset] = ("skipped", {"reason": "an upstream stage has no output for this document"})
