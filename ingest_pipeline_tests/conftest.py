@@ -139,36 +139,3 @@ def corpus_documents():
 
 
 os.environ.setdefault("INGEST_CHUNK_DPI", "120")
-
-
-# The test files that take longest (``--durations``), longest first. ``make test`` hands whole
-# files to two workers as they free up, in collection order, so these go first and the
-# short files fill in around them; last, one would leave the other worker idle at the end.
-LONG_FILES = (
-    "behaviours/test_big_tables.py",
-    "behaviours/test_daemon.py",
-    "behaviours/test_bounded_stages.py",
-    "behaviours/test_scale_out.py",
-    "commands/test_cli_corpus.py",
-    "behaviours/test_crash_safety.py",
-    "behaviours/test_routes.py",
-    "project/test_readme.py",
-    "behaviours/test_checks_in_browser.py",
-    "commands/test_cli_progress.py",
-    "test_identity.py",
-)
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """Long files first (see ``LONG_FILES``); every file keeps its own order of tests."""
-    here = Path(__file__).resolve().parent
-    rank = {name: i for i, name in enumerate(LONG_FILES)}
-
-    def key(item) -> int:
-        try:
-            name = Path(str(item.fspath)).resolve().relative_to(here).as_posix()
-        except ValueError:
-            return len(rank)
-        return rank.get(name, len(rank))
-
-    items.sort(key=key)
