@@ -211,9 +211,7 @@ def _chunk_map_metadata(
         extra["all_chunks"] = chunk_listing(rows, rows[0].get("path") or outcome.document, profile.name)
         picture = budgeted(
             outcome.document,
-            lambda: page_picture(
-                st, settings.passwords, rows, flagged.get(outcome.document, ()), profile.name
-            ),
+            lambda: page_picture(st, settings, rows, flagged.get(outcome.document, ()), profile.name),
         )
         if picture:
             extra[PAGE_PICTURE] = MetadataValue.md(picture)

@@ -367,6 +367,8 @@ def _transient(failure: dict[str, Any]) -> bool:
 
 def _served(parts: Parts, doc: str) -> bool:
     """Whether the document's route puts it in the served index (``serve = false`` does not)."""
+    if not parts.settings.routes.configured:  # one route, which serves everything
+        return True
     source = parts.store.source(doc)
     return source is None or parts.settings.route_of(source).served
 

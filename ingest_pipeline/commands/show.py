@@ -262,7 +262,7 @@ def show_page(
     row = pages[page]
     aspect = row["width"] / row["height"] if row.get("width") and row.get("height") else None
     per_panel = width_px if len(panels) == 1 else max(300, width_px * 2 // 3)
-    image = page_backdrop(p.store, source, did, page, per_panel, p.settings.passwords, aspect, profile)
+    image = page_backdrop(p.store, source, did, page, per_panel, p.settings, aspect, profile)
     if image is None:
         raise ShowError(f"page {page} of {source['path']} cannot be rendered")
     caption = f"{source['path']}  page {page}"

@@ -130,7 +130,10 @@ class Routes:
 
     def turned_away(self, facts: Facts) -> str | None:
         """Why the routes skip a document (None when one takes it)."""
-        route = self.route_for(facts)
+        return self.refusal(self.route_for(facts))
+
+    def refusal(self, route: Route | None) -> str | None:
+        """Why the route a document found (None: none took it) turns it away, if it does."""
         if route is None:
             names = ", ".join(r.name for r in self.routes)
             return f"no route accepts it (routes: {names}; a route without `when` catches the rest)"

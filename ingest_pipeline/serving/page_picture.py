@@ -45,9 +45,7 @@ def page_png(
     row = sizes[page]
     aspect = row["width"] / row["height"] if row.get("width") and row.get("height") else None
     with _RENDER:
-        image = page_backdrop(
-            parts.store, source, document, page, width, parts.settings.passwords, aspect, profile
-        )
+        image = page_backdrop(parts.store, source, document, page, width, parts.settings, aspect, profile)
         if image is None:
             raise ShowError(f"page {page} of {shown} cannot be drawn")
         png, _ = draw([image], [panel], caption=f"{shown}  page {page}")

@@ -25,7 +25,8 @@ from ingest_pipeline import media_types as mt
 from ingest_pipeline.identity import display_name
 from ingest_pipeline.runtime.budget import check as budget_check
 from ingest_pipeline.runtime.memo import BoundedMemo
-from ingest_pipeline.stages.sources import load_source, source_bytes
+from ingest_pipeline.stages.common import StageError
+from ingest_pipeline.stages.sources import load_source, password_of, source_bytes
 from ingest_pipeline.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -101,20 +102,22 @@ def page_backdrop(
     document: str,
     page: int,
     width_px: int,
-    passwords: Any,
+    settings: Any,
     aspect: float | None,
     profile: str,
 ):
     """The page as an RGB PIL image to draw boxes over: a PDF page rendered from its bytes
     (None when it cannot be), else a slide, which nothing renders here, as the canvas of
     ``aspect`` with every chunk of the page (of ``profile``'s chunk map) written or drawn in
-    its box, as the chunk map's pictures show it."""
-    from ingest_pipeline.readers.base import password_for
-
+    its box, as the chunk map's pictures show it. ``settings``: the storage root's, for the
+    document's password (its route's password file, or the passwords file)."""
     if width_px < 1:
         raise ValueError(f"width_px must be at least 1, got {width_px}")
     if _base_type(source["media_type"]) == mt.PDF:
-        password = password_for(source["path"], passwords)
+        try:
+            password = password_of(settings, source)
+        except StageError:  # a route's password file that cannot be read: nothing to render
+            return None
         return _render_pdf_page(source_bytes(source), page, width_px, password)
     rows = [r for r in store.chunk_rows(profile, document) if r["page"] == page and r["bbox"] is not None]
     canvas = _canvas(width_px, aspect)
@@ -423,7 +426,7 @@ def _slide_fills(store: Store, rows: list[dict[str, Any]], profile: str | None):
 
 def page_picture(
     store: Store,
-    passwords: Any,
+    settings: Any,
     rows: list[dict[str, Any]],
     also: Sequence[int] = (),
     profile: str | None = None,
@@ -434,14 +437,13 @@ def page_picture(
     boxes drawn on the page rendered from the source bytes; then, for the other pages, the
     command that draws any of them. None when no row has a box, or the bytes can no longer
     be read."""
-    from ingest_pipeline.readers.base import password_for
-
     first = next((r for r in rows if r["bbox"] is not None), None)
     if first is None:
         return None
     try:
         source, _ = load_source(store, first["document_id"])
         content = source_bytes(source)
+        password = password_of(settings, source)
     except Exception:
         return None
     page_sizes = store.page_rows(first["document_id"], columns=["page", "width", "height"])
@@ -460,7 +462,7 @@ def page_picture(
             [(r["bbox"]["x0"], r["bbox"]["y0"], r["bbox"]["x1"], r["bbox"]["y1"]) for r in same_page],
             labels=[str(r["index"]) for r in same_page],
             aspect=width / height if width and height else None,
-            password=password_for(source["path"], passwords),
+            password=password,
             fills=[drawn_in(r) for r in same_page] if drawn_in else None,
         )
         if png is not None:

@@ -12,7 +12,6 @@ from typing import Any
 from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.identity import canonical_json, sha256_text
 from ingest_pipeline.media_types import MARKDOWN, PDF, XLSM
-from ingest_pipeline.readers.base import password_for
 from ingest_pipeline.records.describe import describe
 from ingest_pipeline.records.file_metadata import ooxml_properties, pdf_facts
 from ingest_pipeline.records.overrides import SIDECAR_SUFFIX, apply_settings, apply_sidecar
@@ -20,6 +19,7 @@ from ingest_pipeline.records.record import RECORD_VERSION, DocumentRecord
 from ingest_pipeline.runtime.isolation import ParseWorker
 from ingest_pipeline.settings import Settings
 from ingest_pipeline.stages.common import direct
+from ingest_pipeline.stages.sources import password_of
 from ingest_pipeline.storage.store import Store
 
 _OOXML = "application/vnd.openxmlformats-officedocument."
@@ -94,7 +94,7 @@ def _read(settings, source, content, pages, parser, document) -> DocumentRecord:
 def _facts(settings: Settings, source: dict[str, Any], content: bytes, parser) -> dict[str, Any]:
     media_type = source["media_type"]
     if media_type == PDF:
-        password = password_for(source["path"], settings.passwords)
+        password = password_of(settings, source)
         return (parser.call if parser else direct)(pdf_facts, content, password)
     if media_type.startswith(_OOXML) or media_type == XLSM:
         return {"properties": ooxml_properties(content)}

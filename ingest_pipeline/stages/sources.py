@@ -76,13 +76,13 @@ def _observe(settings: Settings, store: Store, entry: DocumentEntry, run_id: str
         media = media_types.detect_stream(lambda: object_store.open_input(real), stat.size, entry.path)
     except FileNotFoundError:
         raise StageError(f"source file is gone: {entry.path}") from None
-    facts = Facts(entry.path, media, stat.size)
-    away = settings.routes.turned_away(facts)
+    found = settings.routes.route_for(Facts(entry.path, media, stat.size))
+    away = settings.routes.refusal(found)
     if away is not None:  # not an error: its rows, if it had any, leave the lake and search
         if (store.source_meta(document) or {}).get("turned_away") != away:
             store.turn_away_source(document, away)
         return Outcome(document, "skipped", {"reason": away})
-    route = settings.routes.route_for(facts) or DEFAULT_ROUTE
+    route = found or DEFAULT_ROUTE
     _check_size(settings, route, media, stat.size)
     try:
         sha = object_store.sha256(real, _HASH_BLOCK)

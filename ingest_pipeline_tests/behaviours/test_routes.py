@@ -110,6 +110,9 @@ def test_the_readme_routes_treat_three_folders_three_ways_and_an_edit_redoes_onl
     assert not chunkers_of(pipeline, "retrieval", "drafts/mixed.md")
     served = {"contracts/locked.pdf", "notes/wiki.md", "scans/scan.pdf", "table.csv"}
     assert served_documents(data_dir) == served
+    picture = data_dir / "locked.png"  # drawn from the bytes the route's password opens
+    cli(data_dir, "show", "contracts/locked.pdf", "--page", "1", "--out", str(picture))
+    assert picture.stat().st_size > 1000
     shown = cli(data_dir, "inspect", "contracts/locked.pdf", "--stage", "sources", "--no-color").stdout
     assert re.search(r"route\s+contracts", shown) and '"password_file":"contracts.password"' in shown
     pages_before = page_runs(pipeline)

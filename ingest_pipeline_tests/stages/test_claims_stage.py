@@ -39,16 +39,21 @@ class SaysNoToMarkdown(PdfOnly):
         return media_type == mt.MARKDOWN
 
 
-def _read_note(data_dir, name: str = "notes.md", text: str = "# Notes\n\nA short Markdown note.\n"):
-    """(settings, store, document id) of a short note (Markdown unless named otherwise),
-    observed and read."""
-    write(data_dir / "sources" / name, text)
+def _observed(data_dir, name: str, content: str | bytes):
+    """(settings, store, document id) of one file written under the sources, observed."""
+    write(data_dir / "sources" / name, content)
     settings = load_settings(data_dir)
     store = Store.at(settings.lake_root)
     (entry,) = collect(settings, [settings.source_root])
     store.save_inventory([entry])
-    doc = entry.document_id
-    stages.observe_source(settings, store, doc, "run")
+    stages.observe_source(settings, store, entry.document_id, "run")
+    return settings, store, entry.document_id
+
+
+def _read_note(data_dir, name: str = "notes.md", text: str = "# Notes\n\nA short Markdown note.\n"):
+    """(settings, store, document id) of a short note (Markdown unless named otherwise),
+    observed and read."""
+    settings, store, doc = _observed(data_dir, name, text)
     stages.read_document(settings, store, doc, "run")
     return settings, store, doc
 
@@ -623,13 +628,9 @@ def test_bytes_no_reader_opens_get_a_failed_verdict_page_that_the_chunkers_are_h
     """SPEC A13: readers run first and give a verdict even on bytes they cannot open; that
     page reaches the chunkers. The document still fails at pages, with the reason, and the
     chunkers' outcome says it failed upstream."""
-    write(data_dir / "sources" / "cut.pdf", pdf_bytes([["A page that will be cut short"]])[:300])
-    settings = load_settings(data_dir)
-    store = Store.at(settings.lake_root)
-    (entry,) = collect(settings, [settings.source_root])
-    store.save_inventory([entry])
-    doc = entry.document_id
-    stages.observe_source(settings, store, doc, "run")
+    settings, store, doc = _observed(
+        data_dir, "cut.pdf", pdf_bytes([["A page that will be cut short"]])[:300]
+    )
     read = stages.guarded(store, "pages", doc, "run", stages.read_document, settings, store, doc, "run")
     assert read.status == "failed" and "PDFium cannot open it" in read.detail["reason"]
     (verdict,) = stages.load_pages(store, doc)[0]
