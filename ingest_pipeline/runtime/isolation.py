@@ -34,6 +34,7 @@ def _ready() -> bool:
 def _within(memory_bytes: int | None, fn: Callable[..., T], *args: Any) -> T:
     """In the worker: ``fn(*args)`` under an address-space limit of its own, then the
     worker's limit again."""
+    import errno
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
@@ -43,6 +44,12 @@ def _within(memory_bytes: int | None, fn: Callable[..., T], *args: Any) -> T:
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     try:
         return fn(*args)
+    except OSError as exc:
+        # A library the call loads first (a reader's shared object) cannot be mapped under
+        # the limit: that is the limit's doing, not the document's.
+        if exc.errno == errno.ENOMEM or "map segment" in str(exc) or "allocate memory" in str(exc):
+            raise MemoryError(str(exc)) from None
+        raise
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 

@@ -66,6 +66,24 @@ def test_the_worker_refuses_memory_over_its_limit():
         worker.close()
 
 
+def _open_pdf(content):
+    import pypdfium2
+
+    return len(pypdfium2.PdfDocument(content))
+
+
+def test_a_calls_own_memory_limit_names_itself_even_when_a_library_cannot_load_under_it():
+    from ingest_pipeline_tests.conftest import pdf_bytes
+
+    worker = ParseWorker(timeout=60, memory_bytes=None)
+    try:  # a fresh worker has not loaded PDFium: under 1 MiB its shared object cannot map
+        with pytest.raises(ParseLimitExceeded, match="limit of 1 MiB"):
+            worker.call(_open_pdf, pdf_bytes([["one page"]]), memory_bytes=2**20)
+        assert worker.call(_open_pdf, pdf_bytes([["one page"]])) == 1  # the worker's own limit again
+    finally:
+        worker.close()
+
+
 def test_a_hanging_or_greedy_chunker_costs_only_its_document(data_dir, sample_sources, tmp_path, monkeypatch):
     site = install_distribution(
         tmp_path / "site", "acme_hostile", HOSTILE_SOURCE, {"hostile": "acme_hostile:Hostile"}

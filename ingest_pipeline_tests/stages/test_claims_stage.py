@@ -159,6 +159,7 @@ def _one_document_read(data_dir):
     return p, doc, next(pr for pr in p.settings.profiles if pr.name == p.settings.default_profile)
 
 
+@requires_corpus
 def test_a_chunk_map_reads_only_the_claims_that_win_and_tokenizes_each_text_once(data_dir):
     """Building a chunk map reads only the claims that win a page (first in the profile's
     order), each once, and tokenizes the document's embedding texts in one batch, with no
