@@ -120,7 +120,8 @@ class OpenAIEmbedder:
         if self._counter is not None:
             extra = self._counter.tokenizer.num_special_tokens_to_add(False)
             return [n + extra for n in self._counter.counts(texts)]
-        return [math.ceil(len(t) / self.chars_per_token) for t in texts]
+        step = max(1, int(self.chars_per_token))  # as token_offsets steps, so both agree
+        return [math.ceil(len(t) / step) for t in texts]
 
     def token_offsets(self, text: str) -> list[tuple[int, int]]:
         if self._counter is not None:

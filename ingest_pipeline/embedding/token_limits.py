@@ -88,10 +88,36 @@ def bounded_counts(
     """Token counts with [CLS] and [SEP], as ``count`` gives them, but texts longer than
     ``long`` characters counted window by window (``count`` sees none longer than any
     window may be): the word counter is much cheaper than walking token offsets window by
-    window (``bench/token_count_bench.py``)."""
+    window (``bench/token_count_bench.py``), and it counts the windows too: they are cut
+    after whitespace, where no token crosses, so their counts add up (each window's
+    specials taken off but one text's)."""
     short = [t for t in texts if len(t) <= long]
     counted = iter(count(short) if short else [])
-    return [next(counted) if len(t) <= long else count_tokens(offsets, t) + 2 for t in texts]
+    if len(short) == len(texts):
+        return list(counted)
+    specials = count([""])[0]
+    out = []
+    for t in texts:
+        if len(t) <= long:
+            out.append(next(counted))
+            continue
+        parts = count([t[a:b] for a, b in windows(t)])
+        out.append(sum(parts) - (len(parts) - 1) * specials)
+    return out
+
+
+Counter = Callable[[Sequence[str]], list[int]]
+
+
+def line_counts(offsets: Offsets, texts: Sequence[str], count: Counter | None = None) -> list[int]:
+    """Token counts of many short texts (special tokens left out): in one batch of the
+    embedder's counter when there is one (what it adds to the empty text is its specials),
+    else text by text through ``offsets``. A table of 300,000 rows is 300,000 lines to
+    count, where one tokenizer call per line costs more than the rest of the table's work."""
+    if count is None or not texts:
+        return [count_tokens(offsets, t) for t in texts]
+    specials = count([""])[0]
+    return [n - specials for n in bounded_counts(offsets, texts, count)]
 
 
 def _spans_from(
@@ -245,7 +271,7 @@ def _pipe_tables(text: str, lines: list[_Line]) -> list[tuple[int, int]]:
 
 
 def _atoms(
-    piece: ChunkPiece, offsets: Offsets, budget: int
+    piece: ChunkPiece, offsets: Offsets, budget: int, count: Counter | None = None
 ) -> tuple[list[_Atom], dict[int, tuple[int, int, int]], int | None]:
     """The piece text as atoms; per table its header (start, end, tokens); and the grid's
     header row count when the piece is a grid table."""
@@ -255,20 +281,15 @@ def _atoms(
     atoms: list[_Atom] = []
     grid_header = _grid_header_rows(piece, lines)
     if grid_header is not None:
+        texts = [text[line.start : line.end] for line in lines]
         if grid_header:
             a, b = lines[0].start, lines[grid_header - 1].end
-            headers[0] = (a, b, count_tokens(offsets, text[a:b]))
-        for number, line in enumerate(lines):
-            atoms.append(
-                _Atom(
-                    line.start,
-                    line.end,
-                    count_tokens(offsets, text[line.start : line.end]),
-                    0,
-                    number < grid_header,
-                    number,
-                )
-            )
+            texts.append(text[a:b])
+        counted = line_counts(offsets, texts, count)
+        if grid_header:
+            headers[0] = (a, b, counted.pop())
+        for number, (line, tokens) in enumerate(zip(lines, counted)):
+            atoms.append(_Atom(line.start, line.end, tokens, 0, number < grid_header, number))
         return atoms, headers, grid_header
     tables = _pipe_tables(text, lines)
     pos = 0
@@ -289,8 +310,9 @@ def _atoms(
     out: list[_Atom] = []
     for atom in atoms:
         if atom.table is None:
-            for a, b in _prose_ranges(text, atom.start, atom.end, offsets, budget):
-                out.append(_Atom(a, b, count_tokens(offsets, text[a:b])))
+            ranges = _prose_ranges(text, atom.start, atom.end, offsets, budget)
+            counted = line_counts(offsets, [text[a:b] for a, b in ranges], count)
+            out.extend(_Atom(a, b, tokens) for (a, b), tokens in zip(ranges, counted))
         else:
             out.append(atom)
     return out, headers, None
@@ -338,20 +360,28 @@ def _prefix(piece: ChunkPiece) -> str:
     return ""
 
 
-def split_to_limit(piece: ChunkPiece, offsets: Offsets, max_tokens: int) -> list[ChunkPiece]:
-    """The piece itself when it fits, else parts that each fit (images pass through)."""
+def split_to_limit(
+    piece: ChunkPiece, offsets: Offsets, max_tokens: int, count: Counter | None = None
+) -> list[ChunkPiece]:
+    """The piece itself when it fits, else parts that each fit (images pass through).
+    ``count`` is the embedder's batch counter (specials included), for a grid's rows."""
     budget_check()
     if piece.is_image or not piece.text:
         return [piece]
     prefix = _prefix(piece)
-    budget = max_tokens - 2 - (count_tokens(offsets, prefix) if prefix else 0)  # [CLS] and [SEP]
+    if count is None:
+        budget = max_tokens - 2 - (count_tokens(offsets, prefix) if prefix else 0)  # [CLS] and [SEP]
+    else:
+        budget = max_tokens - 2 - (line_counts(offsets, [prefix], count)[0] if prefix else 0)
     if budget < 16:
         budget = max_tokens - 2
         prefix = ""
-    if not over_limit(offsets, piece.text, budget):
+    if count is None and not over_limit(offsets, piece.text, budget):
+        return [piece]
+    if count is not None and line_counts(offsets, [piece.text], count)[0] <= budget:
         return [piece]
     text = piece.text
-    atoms, headers, grid_header = _atoms(piece, offsets, budget)
+    atoms, headers, grid_header = _atoms(piece, offsets, budget, count)
     parts = _pack(atoms, headers, budget, text, offsets)
     out = []
     lines = _LineCursor(text)

@@ -153,7 +153,9 @@ class Expander:
         into parts that fit, or flagged when the profile keeps it whole."""
         if not self.profile.split_oversized:
             return [replace(piece, meta={**piece.meta, "token_overflow": True})]
-        return split_to_limit(piece, self.embedder.token_offsets, self.embedder.max_tokens)
+        return split_to_limit(
+            piece, self.embedder.token_offsets, self.embedder.max_tokens, self.embedder.count_tokens
+        )
 
     def __call__(self, pieces: Sequence[ChunkPiece]) -> list[list[ChunkPiece]]:
         embeds, passes = self.plan(

@@ -249,6 +249,8 @@ def test_a_long_table_split_at_the_token_limit_keeps_headers_cells_ids_and_offse
     assert embedder.count_tokens([piece.embed_text or piece.text])[0] > embedder.max_tokens
     parts = split_to_limit(piece, embedder.token_offsets, embedder.max_tokens)
     assert len(parts) >= 3
+    # the embedder's batch counter (rows counted in one call, as the chunk map does) cuts the same parts
+    assert split_to_limit(piece, embedder.token_offsets, embedder.max_tokens, embedder.count_tokens) == parts
     assert max(embedder.count_tokens([p.embed_text or p.text for p in parts])) <= embedder.max_tokens
 
     # headers: every part holding rows starts its rows with the header row
@@ -330,7 +332,7 @@ def test_counting_and_splitting_see_one_window_at_a_time(embedder):
         embedder.count_tokens(["short one"])[0],
         whole + 2,
     ]
-    seen.clear()
+    assert not seen  # the long one too, window by window, by the counter
     middle = text[:20000]  # over the first window, under MAX_WINDOW: the counter counts it
     assert bounded_counts(offsets, [middle], embedder.count_tokens) == [
         len(embedder.token_offsets(middle)) + 2
