@@ -177,6 +177,9 @@ def passages_text(d: dict[str, Any]) -> str:
         f"{ingest['documents']} filings, plain pipeline {plains}, "
         f"bare model {_n(d['bare']['seconds'], 0)} s"
     )
+    if "chunks_per_profile" in ingest:
+        profiles = ", ".join(sorted(ingest["chunks_per_profile"]))
+        text += f"; profiles {profiles} (settings: {d.get('config', '?')})"
     if "ingest_cpu_besides_the_model_seconds" in r:
         text += (
             f"; the ingest's CPU time besides the model's "

@@ -320,7 +320,11 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pdfs", default=str(DEFAULT_PDFS))
     parser.add_argument("--keep", help="folder to keep the storage roots in (default: a temporary one)")
-    parser.add_argument("--config", default=str(ROOT / "data" / "ingest_pipeline.toml"))
+    parser.add_argument(
+        "--config",
+        default=str(ROOT / "data" / "ingest_pipeline.toml"),
+        help="the storage root's settings ('' for none: a fresh root's built-in profiles)",
+    )
     parser.add_argument(
         "--out", help="also write the report to this JSON file (e.g. bench/results/passages.json)"
     )
@@ -342,9 +346,11 @@ def main() -> int:
     data = os.path.join(work, "data")
     shutil.rmtree(data, ignore_errors=True)
     os.makedirs(os.path.join(data, "sources"))
-    if args.config and Path(args.config).exists():
+    kept = bool(args.config and Path(args.config).exists())
+    if kept:
         shutil.copy(args.config, os.path.join(data, "ingest_pipeline.toml"))
     results = provenance()
+    results["config"] = os.path.relpath(args.config, ROOT) if kept else "none (the built-in profiles)"
     for name, phase in (("plain", "plain"), ("ingest", "ingest"), ("bare", "bare"), ("plain_again", "plain")):
         print(f"phase {name}…", file=sys.stderr, flush=True)
         results[name] = _run_phase(phase, args, data, work)
