@@ -33,6 +33,7 @@ def model_tokenizer():
     return _word_counter().tokenizer
 
 
+@functools.cache
 def _word_counter():
     from ingest_pipeline.embedding.minilm import MiniLMEmbedder
 
