@@ -166,6 +166,12 @@ def _x(value: float) -> str:
 # Speed and memory: one function per measure, from one record to the figure's text.
 
 
+def passages_config(d: dict[str, Any]) -> str:
+    """The settings an ingest figure ran with (runs that predate the field used the
+    script's default, the project's own)."""
+    return str(d.get("config", "data/ingest_pipeline.toml"))
+
+
 def passages_text(d: dict[str, Any]) -> str:
     r, ingest = d["ratios"], d["ingest"]
     plains = " and ".join(f"{_n(d[k]['seconds'], 0)} s" for k in ("plain", "plain_again") if k in d)
@@ -179,7 +185,7 @@ def passages_text(d: dict[str, Any]) -> str:
     )
     if "chunks_per_profile" in ingest:
         profiles = ", ".join(sorted(ingest["chunks_per_profile"]))
-        text += f"; profiles {profiles} (settings: {d.get('config', '?')})"
+        text += f"; profiles {profiles} (settings: {passages_config(d)})"
     if "ingest_cpu_besides_the_model_seconds" in r:
         text += (
             f"; the ingest's CPU time besides the model's "
@@ -341,14 +347,19 @@ SPEED: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
 
 
 def speed_figures(results: dict[str, Any]) -> list[Figure]:
-    """The latest figure of each speed measure; token counting once per tokenizer setting."""
+    """The latest figure of each speed measure; token counting once per tokenizer setting,
+    the end-to-end ingest once per storage-root settings it ran with."""
     found: dict[tuple[int, str], list[Figure]] = {}
     for name, data in results.items():
         measure = measure_of(name)
         if measure not in SPEED:
             continue
         text = SPEED[measure][1]
-        variant = str(data.get("tokenizers_parallelism")) if measure == "token_count" else ""
+        variant = {
+            "token_count": str(data.get("tokenizers_parallelism")),
+            "passages": passages_config(data),
+        }
+        variant = variant.get(measure, "")
         key = (list(SPEED).index(measure), variant)
         for record in _records(measure, data):
             found.setdefault(key, []).append(figure(measure, text(record), record, name))

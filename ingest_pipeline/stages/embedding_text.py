@@ -11,7 +11,8 @@ from typing import Any
 
 from ingest_pipeline.contract import ChunkPiece
 from ingest_pipeline.embedding.port import Embedder
-from ingest_pipeline.embedding.token_limits import bounded_counts, split_to_limit
+from ingest_pipeline.embedding.token_counts import bounded_counts
+from ingest_pipeline.embedding.token_limits import split_to_limit
 from ingest_pipeline.runtime.budget import check as budget_check
 from ingest_pipeline.runtime.memo import BoundedMemo
 from ingest_pipeline.settings import Profile

@@ -313,7 +313,7 @@ def test_counting_and_splitting_see_one_window_at_a_time(embedder):
     """A long page is tokenized in windows: no tokenizer call sees more than MAX_WINDOW
     characters, and the counts and parts equal a whole-text tokenization's. A text under
     MAX_WINDOW is counted by the embedder's counter, asking for no offsets."""
-    from ingest_pipeline.embedding.token_limits import MAX_WINDOW, bounded_counts, count_tokens, over_limit
+    from ingest_pipeline.embedding.token_counts import MAX_WINDOW, bounded_counts, count_tokens, over_limit
 
     text = " ".join(f"Line {i} of the long page about pumps, valves and zone {i % 9}." for i in range(20000))
     seen = []
