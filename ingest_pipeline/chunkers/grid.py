@@ -8,7 +8,7 @@ configured size is cut into several pieces, each repeating the header rows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -330,24 +330,35 @@ class GridChecks:
 
 
 def _grid_problem(text: str, table, ragged: bool = False) -> str | None:
+    spans = ((c.row, c.col, c.row_span, c.col_span) for c in table.cells)
+    return grid_problem(text, table.rows, table.cols, spans, ragged)
+
+
+def grid_problem(
+    text: str, rows: int, cols: int, spans: Iterable[tuple[int, int, int, int]], ragged: bool = False
+) -> str | None:
+    """What is wrong with a table's text against its grid of ``rows`` x ``cols`` whose cells
+    take ``spans`` (row, col, row_span, col_span): a line per row, a field per column (at
+    most, when ragged), every cell inside the grid and on its own places. None if nothing."""
     lines = text.split("\n")
-    if len(lines) != table.rows:
-        return f"{len(lines)} lines for {table.rows} rows"
+    if len(lines) != rows:
+        return f"{len(lines)} lines for {rows} rows"
     if ragged:
-        if any(line.count("\t") > table.cols - 1 for line in lines):
-            return f"a line with more than {table.cols} fields"
-    elif any(line.count("\t") != table.cols - 1 for line in lines):
-        return f"a line without {table.cols} fields"
+        if any(line.count("\t") > cols - 1 for line in lines):
+            return f"a line with more than {cols} fields"
+    elif any(line.count("\t") != cols - 1 for line in lines):
+        return f"a line without {cols} fields"
     taken: set[tuple[int, int]] = set()
-    for cell in table.cells:
-        if cell.row + cell.row_span > table.rows or cell.col + cell.col_span > table.cols:
-            return f"cell ({cell.row}, {cell.col}) reaches outside the grid"
-        spots = {
-            (r, c)
-            for r in range(cell.row, cell.row + cell.row_span)
-            for c in range(cell.col, cell.col + cell.col_span)
-        }
+    for row, col, row_span, col_span in spans:
+        if row + row_span > rows or col + col_span > cols:
+            return f"cell ({row}, {col}) reaches outside the grid"
+        if row_span == 1 and col_span == 1:  # most cells: one place
+            if (row, col) in taken:
+                return f"cell ({row}, {col}) overlaps another"
+            taken.add((row, col))
+            continue
+        spots = {(r, c) for r in range(row, row + row_span) for c in range(col, col + col_span)}
         if spots & taken:
-            return f"cell ({cell.row}, {cell.col}) overlaps another"
+            return f"cell ({row}, {col}) overlaps another"
         taken |= spots
     return None

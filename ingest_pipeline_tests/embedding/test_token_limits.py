@@ -360,6 +360,11 @@ def test_the_chunk_map_grid_check_fails_a_table_part_whose_rows_do_not_match_its
         return {c.check_name: c.passed for c in chunk_map_checks([row], 256)}["table_grid_consistent"]
 
     assert verdict(good) and not verdict(stale)
+    # a cell spanning two columns over places no other cell takes passes; over one, it fails
+    spanning = (TableCell(0, 0, "v00", col_span=2),) + cells[2:]
+    wide = Layout(role="table", table=TableLayout(rows=3, cols=2, cells=spanning, header_rows=1))
+    overlapping = Layout(role="table", table=TableLayout(rows=3, cols=2, cells=cells + spanning[:1]))
+    assert verdict(wide) and not verdict(overlapping)
 
     # the chunk map's own summary finds the same through the same check
     import pyarrow as pa
