@@ -275,6 +275,11 @@ def paired_difference(a: Sequence[int | None], b: Sequence[int | None], measure:
     }
 
 
+class NothingToEvaluate(Exception):
+    """No document of the question set is ingested: recall over no chunks would read as a
+    score of 0, not as the missing ingest it is."""
+
+
 def set_documents(parts: Parts, qs: QuestionSet, crowd: bool = False) -> dict[str, str]:
     """document_id -> path of the ingested documents that belong to the question set (with
     ``crowd``, of every document in the storage root: the set's answers among all the rest)."""
@@ -360,9 +365,9 @@ def _brute_force(units: list[tuple[str, str, int]], parts: Parts, question_vecto
     return ranked, len(units), (float(np.mean(tokens)) if tokens else 0.0)
 
 
-def baseline_units(parts: Parts, docs: dict[str, str]) -> dict[str, list[tuple[str, str, int]]]:
+def baseline_units(parts: Parts, docs: dict[str, str]) -> dict[str, list[tuple[str, str, int]] | None]:
     """The baselines' chunks (text, path, page): whole pages, and 1000-character recursive
-    splits per page."""
+    splits per page (None without the splitter, which comes with the dev extra)."""
     pages = (
         query(parts.lake, queries.READ_PAGE_TEXTS_OF_DOCUMENTS, [sorted(docs)]).to_pylist() if docs else []
     )
@@ -372,7 +377,7 @@ def baseline_units(parts: Parts, docs: dict[str, str]) -> dict[str, list[tuple[s
     try:
         from langchain_text_splitters import RecursiveCharacterTextSplitter
     except ImportError:  # the baseline needs the dev extra; say so instead of failing
-        units["baseline:recursive_1000"] = []
+        units["baseline:recursive_1000"] = None
         return units
     splitter = RecursiveCharacterTextSplitter(chunk_size=1000)
     units["baseline:recursive_1000"] = [
@@ -405,6 +410,11 @@ def evaluate(
     that is not indexed is embedded (through the cache) into a temporary LanceDB table
     and searched the same way; its row says ``indexed: false``."""
     docs = set_documents(parts, qs, crowd)
+    if not docs:
+        raise NothingToEvaluate(
+            f"none of the documents of question set {qs.name!r} ({', '.join(qs.folders)}) is in the "
+            f"lake of {parts.settings.data}: ingest them first (eval does, without --skip-ingest)"
+        )
     questions = [q.text for q in qs.questions]
     by_model: dict[str, np.ndarray] = {}  # the questions' vectors, once per embedder
 
@@ -447,7 +457,7 @@ def evaluate(
         for name, units in baseline_units(parts, docs).items():
             if progress:
                 progress(name)
-            if not units:
+            if units is None:
                 rows.append({"name": name, "kind": "baseline", "unavailable": "install the dev extra"})
                 continue
             served = parts.embedder.served()

@@ -57,3 +57,17 @@ def test_a_set_alone_in_the_crowd_and_joined(tmp_path):
     joined = evaluate("--questions", str(first), "--questions", str(second))
     assert joined["questions"] == 2 and joined["document_recall@5"] == 1.0
     assert joined["intervals"]["recall@5"] and joined["document_intervals"]["recall@5"]
+
+
+def test_eval_over_a_root_that_holds_none_of_the_sets_documents_says_so_instead_of_scoring_zero(tmp_path):
+    data = tmp_path / "data"
+    (data / "sources").mkdir(parents=True)
+    out = subprocess.run(
+        [CLI, "--data", str(data), "eval", "--questions", "samples", "--skip-ingest"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 1 and "Traceback" not in out.stderr, (out.stdout, out.stderr[-3000:])
+    assert "none of the documents of question set 'samples'" in out.stderr, out.stderr
+    assert "ingest them first" in out.stderr and "0.000" not in out.stdout
