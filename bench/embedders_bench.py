@@ -71,7 +71,7 @@ def run_set(name: str, questions: str, root: Path, baselines: bool = True) -> di
 
 
 def paired(rows: list[dict]) -> dict:
-    from ingest_pipeline.retrieval.evaluation import paired_difference
+    from ingest_pipeline.retrieval.intervals import paired_difference
 
     by_name = {r["name"]: r for r in rows}
     int8, fp32 = by_name["retrieval_int8"]["first_hits"], by_name["retrieval"]["first_hits"]

@@ -33,7 +33,8 @@ MEASURES = ("recall@1", "recall@5", "recall@10", "mrr@10")
 
 def run_set(name: str, root: str, crowd: bool = False, baselines: bool = True) -> dict:
     from ingest_pipeline.resources import parts_for
-    from ingest_pipeline.retrieval.evaluation import evaluate, paired_difference, question_set, together
+    from ingest_pipeline.retrieval.evaluation import evaluate, question_set, together
+    from ingest_pipeline.retrieval.intervals import paired_difference
 
     parts = parts_for(os.path.abspath(root))
     names = ["financebench", "more"] if crowd else [name]
@@ -56,7 +57,7 @@ def run_set(name: str, root: str, crowd: bool = False, baselines: bool = True) -
 
 def joined(results: dict) -> dict:
     """financebench and more as one set of questions, each asked over its own filings."""
-    from ingest_pipeline.retrieval.evaluation import bootstrap_intervals, paired_difference, per_question
+    from ingest_pipeline.retrieval.intervals import bootstrap_intervals, paired_difference, per_question
 
     out = {}
     for index, method in enumerate(("served", "passages")):
