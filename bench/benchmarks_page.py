@@ -355,11 +355,11 @@ def speed_figures(results: dict[str, Any]) -> list[Figure]:
         if measure not in SPEED:
             continue
         text = SPEED[measure][1]
-        variant = {
-            "token_count": str(data.get("tokenizers_parallelism")),
-            "passages": passages_config(data),
-        }
-        variant = variant.get(measure, "")
+        variant = ""
+        if measure == "token_count":
+            variant = str(data.get("tokenizers_parallelism"))
+        elif measure == "passages":
+            variant = passages_config(data)
         key = (list(SPEED).index(measure), variant)
         for record in _records(measure, data):
             found.setdefault(key, []).append(figure(measure, text(record), record, name))

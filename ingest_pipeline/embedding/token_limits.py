@@ -290,16 +290,15 @@ def split_to_limit(
     if piece.is_image or not piece.text:
         return [piece]
     prefix = _prefix(piece)
-    if count is None:
-        budget = max_tokens - 2 - (count_tokens(offsets, prefix) if prefix else 0)  # [CLS] and [SEP]
-    else:
-        budget = max_tokens - 2 - (line_counts(offsets, [prefix], count)[0] if prefix else 0)
+    budget = max_tokens - 2 - (line_counts(offsets, [prefix], count)[0] if prefix else 0)  # [CLS] and [SEP]
     if budget < 16:
         budget = max_tokens - 2
         prefix = ""
-    if count is None and not over_limit(offsets, piece.text, budget):
-        return [piece]
-    if count is not None and line_counts(offsets, [piece.text], count)[0] <= budget:
+    if count is None:
+        fits = not over_limit(offsets, piece.text, budget)  # offsets window by window, stops once over
+    else:
+        fits = line_counts(offsets, [piece.text], count)[0] <= budget
+    if fits:
         return [piece]
     text = piece.text
     atoms, headers, grid_header = _atoms(piece, offsets, budget, count)
