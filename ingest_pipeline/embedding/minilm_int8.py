@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-from ingest_pipeline.embedding.minilm import MiniLMEmbedder, weights_sha256
+from ingest_pipeline.embedding.minilm import MiniLMEmbedder, bundled_sizing, weights_sha256
 from ingest_pipeline.embedding.onnx_text import OnnxTextEmbedder
 from ingest_pipeline.embedding.port import factory, refuse_unknown
 from ingest_pipeline.identity import sha256_file
@@ -101,7 +101,11 @@ def _intact(path: str, recorded: str) -> bool:
         return False
 
 
-@factory(REF, "the bundled MiniLM with int8 matrix products, built once here from its own weights")
+@factory(
+    REF,
+    "the bundled MiniLM with int8 matrix products, built once here from its own weights",
+    sizing=bundled_sizing,  # the same tokenizer and limit
+)
 def make_minilm_int8(settings: Mapping[str, Any], runtime) -> OnnxTextEmbedder:
     refuse_unknown(REF, settings, ())
     if not runtime.models_dir:

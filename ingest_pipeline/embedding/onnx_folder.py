@@ -63,16 +63,37 @@ def _width(model_path: str) -> int | None:
     return last if isinstance(last, int) else None
 
 
-@factory(REF, "a sentence-transformers model exported to ONNX, from a local folder (settings: path, ...)")
-def make_onnx_folder(settings: Mapping[str, Any], runtime) -> OnnxTextEmbedder:
+def _folder(settings: Mapping[str, Any]) -> str:
     refuse_unknown(REF, settings, SETTINGS)
     if not settings.get("path"):
         raise ValueError(f"embedder {REF} needs a path: the folder holding model.onnx and tokenizer.json")
-    folder = os.path.abspath(os.path.expanduser(str(settings["path"])))
-    model_path = _graph_file(folder, settings.get("model_file"))
+    return os.path.abspath(os.path.expanduser(str(settings["path"])))
+
+
+def _tokenizer_file(folder: str, settings: Mapping[str, Any]) -> str:
     tokenizer_path = os.path.join(folder, str(settings.get("tokenizer_file") or "tokenizer.json"))
     if not os.path.isfile(tokenizer_path):
         raise FileNotFoundError(f"embedder {REF}: no {os.path.basename(tokenizer_path)} in {folder}")
+    return tokenizer_path
+
+
+def folder_sizing(settings: Mapping[str, Any]):
+    """The folder's tokenizer and the model's limit, read without loading the graph."""
+    from ingest_pipeline.embedding.sizing import tokenizer_sizing
+
+    tokenizer_path = _tokenizer_file(_folder(settings), settings)
+    return tokenizer_sizing(tokenizer_path, _max_tokens(tokenizer_path, settings.get("max_tokens")))
+
+
+@factory(
+    REF,
+    "a sentence-transformers model exported to ONNX, from a local folder (settings: path, ...)",
+    sizing=folder_sizing,
+)
+def make_onnx_folder(settings: Mapping[str, Any], runtime) -> OnnxTextEmbedder:
+    folder = _folder(settings)
+    model_path = _graph_file(folder, settings.get("model_file"))
+    tokenizer_path = _tokenizer_file(folder, settings)
     options = {
         "pooling": str(settings.get("pooling", "mean")),
         "normalize": bool(settings.get("normalize", True)),

@@ -237,6 +237,22 @@ def _vectors(answer: Mapping[str, Any], expected: int) -> np.ndarray:
     return np.asarray(rows, dtype=np.float32)
 
 
-@factory(REF, "an OpenAI-compatible /v1/embeddings endpoint (settings: base_url, model, api_key_env, ...)")
+def endpoint_sizing(settings: Mapping[str, Any]):
+    """The tokenizer file the settings name and the stated limit, else the limit with the
+    character budget ``count_tokens`` uses."""
+    from ingest_pipeline.embedding.sizing import TokenSizing, tokenizer_sizing
+
+    refuse_unknown(REF, settings, SETTINGS)
+    limit = int(settings.get("max_tokens", 512))
+    if settings.get("tokenizer"):
+        return tokenizer_sizing(str(settings["tokenizer"]), limit)
+    return TokenSizing(limit, chars_per_token=max(1, int(float(settings.get("chars_per_token", 3.0)))))
+
+
+@factory(
+    REF,
+    "an OpenAI-compatible /v1/embeddings endpoint (settings: base_url, model, api_key_env, ...)",
+    sizing=endpoint_sizing,
+)
 def make_openai(settings: Mapping[str, Any], runtime) -> OpenAIEmbedder:
     return OpenAIEmbedder(settings)

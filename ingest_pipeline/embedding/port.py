@@ -70,12 +70,17 @@ def normalised(rows: np.ndarray) -> np.ndarray:
     return rows / np.clip(norms, 1e-12, None)
 
 
-def factory(ref: str, summary: str):
-    """Mark a function ``(settings, runtime) -> Embedder`` as the factory of ``ref``."""
+def factory(ref: str, summary: str, sizing=None):
+    """Mark a function ``(settings, runtime) -> Embedder`` as the factory of ``ref``.
+    ``sizing``, a function ``(settings) -> TokenSizing`` (``embedding.sizing``), states how
+    the model's tokens are counted and its limit without loading it, so a profile's
+    token-sized chunkers cut passages for it."""
     parse_ref(ref)
 
     def mark(fn):
         fn.ref, fn.summary = ref, summary
+        if sizing is not None:
+            fn.sizing = sizing
         return fn
 
     return mark

@@ -211,3 +211,65 @@ def test_an_embedder_that_takes_images_puts_picture_chunks_into_the_same_space(d
         assert sum(r["images"] for r in server.requests) == 1  # the picture, asked once
     finally:
         server.stop()
+
+
+def _long_report() -> bytes:
+    """Two pages of one section each, every paragraph two long lines."""
+    from ingest_pipeline_tests.pdf_writer import PdfWriter
+
+    w = PdfWriter()
+    for title in ("Liquidity and Capital Resources", "Results of Operations"):
+        page = w.page()
+        page.text(72, 740, title, 16)
+        for i in range(50):
+            page.text(72, 720 - 12 * i, f"Net sales grew in every segment while costs of goods fell {i}", 9)
+    return w.to_bytes()
+
+
+def _pdf_passages(parts, profile: str) -> dict:
+    (row,) = query(
+        parts.lake,
+        "select max(tokens) as most, count(*) as n, min(config_hash) as h, count(distinct "
+        f"config_hash) as hashes from chunks where profile = '{profile}' and chunker = 'pdf@4'",
+    ).to_pylist()
+    return row
+
+
+def test_pdf_passages_are_cut_for_the_profile_s_embedder(data_dir, tmp_path):
+    """A profile whose model reads 512 tokens gets pdf@4 passages sized for 512, with a
+    config hash whose stated values say so; a second profile on the bundled model sharing
+    pdf@4 brings the passages back to the smaller model's size, for both."""
+    import json
+    import shutil
+
+    (data_dir / "sources" / "report.pdf").write_bytes(_long_report())
+    folder = tmp_path / "wide-minilm"  # the bundled graph reads up to 512 positions
+    folder.mkdir()
+    shutil.copy(MiniLMEmbedder.model_path(), folder / "model.onnx")
+    shutil.copy(MiniLMEmbedder.tokenizer_path(), folder / "tokenizer.json")
+    assert not ingest(parts_for(str(data_dir))).failed
+    bundled = _pdf_passages(parts_for(str(data_dir)), "retrieval")
+    assert bundled["most"] <= 224
+
+    wide = (
+        '[profiles.retrieval]\nembedder = "onnx@1"\n[profiles.retrieval.embedder_settings]\n'
+        f'path = "{folder}"\nmax_tokens = 512\n'
+    )
+    configure(data_dir, wide)
+    assert not ingest(parts_for(str(data_dir))).failed
+    parts = parts_for(str(data_dir))
+    sized = _pdf_passages(parts, "retrieval")
+    assert 256 < sized["most"] <= 480 and sized["n"] < bundled["n"] and sized["h"] != bundled["h"]
+    (stated,) = query(
+        parts.lake, f"select config from configs where config_hash = '{sized['h']}'"
+    ).to_pylist()
+    sizing = json.loads(stated["config"])["config"]["environment"]["sizing"]
+    assert (sizing["limit"], sizing["target_tokens"], sizing["max_tokens"]) == (512, 320, 480)
+    assert parts.index.model_of("retrieval")["identity"]["max_tokens"] == 512
+
+    configure(data_dir, wide + '[profiles.small]\nchunkers = ["pdf@4"]\n')
+    assert not ingest(parts_for(str(data_dir))).failed
+    parts = parts_for(str(data_dir))
+    for profile in ("retrieval", "small"):
+        shared = _pdf_passages(parts, profile)
+        assert (shared["h"], shared["hashes"], shared["n"]) == (bundled["h"], 1, bundled["n"])

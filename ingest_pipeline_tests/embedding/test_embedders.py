@@ -121,6 +121,35 @@ def test_the_http_embedder_without_a_tokenizer_sizes_by_a_character_budget():
     assert len(model._fit(text)) == 300
 
 
+def test_each_built_in_states_how_it_counts_tokens_as_the_model_it_makes_counts_them(tmp_path):
+    """What a chunker sizes passages with, read from the settings without loading a model,
+    agrees with the made embedder's own counter and limit."""
+    from ingest_pipeline.embedding.sizing import minilm_sizing, sizing_of
+
+    folder = tmp_path / "my-minilm"
+    folder.mkdir()
+    shutil.copy(MiniLMEmbedder.model_path(), folder / "model.onnx")
+    shutil.copy(MiniLMEmbedder.tokenizer_path(), folder / "tokenizer.json")
+    endpoint = {"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_tokens": 100}
+    cases = [
+        ("minilm@1", {}),
+        ("onnx@1", {"path": str(folder), "max_tokens": 512}),
+        ("openai@1", endpoint),
+        ("openai@1", {**endpoint, "tokenizer": MiniLMEmbedder.tokenizer_path(), "chars_per_token": 4}),
+    ]
+    for ref, settings in cases:
+        sizing = sizing_of(ref, settings)
+        model = installed().make(ref, settings, RUNTIME)
+        assert sizing.limit == model.max_tokens
+        assert [n + sizing.specials for n in sizing.count(TEXTS)] == model.count_tokens(TEXTS)
+        assert sizing.offsets(TEXTS[0]) == model.token_offsets(TEXTS[0])
+    assert sizing_of("minilm@1", {}) == minilm_sizing()
+    assert sizing_of("onnx@1", cases[1][1]).stated() == {**minilm_sizing().stated(), "limit": 512}
+    assert sizing_of("openai@1", endpoint).stated() == {"limit": 100, "chars_per_token": 3}
+    with pytest.raises(ValueError, match="has no setting"):
+        sizing_of("openai@1", {**endpoint, "tokenizr": "x"})
+
+
 THIRD_PARTY_EMBEDDER = '''
 import numpy as np
 

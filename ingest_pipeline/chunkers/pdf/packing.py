@@ -8,48 +8,41 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from ingest_pipeline.contract import BBox, ChunkPiece, Layout, LayoutRegion, validate_bbox
-from ingest_pipeline.embedding.word_counts import counter_for
+from ingest_pipeline.embedding.sizing import TokenSizing, minilm_sizing
 
-MODEL_LIMIT = 256  # tokens the embedder reads, [CLS] and [SEP] included
-SPECIALS = 2
+MODEL_LIMIT = 256  # tokens the bundled MiniLM reads, [CLS] and [SEP] included
 _FIGURE = re.compile(r"[$()\d,.\-\u2013\u2014%*\u2020]+")  # a word of digits and the signs around amounts
 _YEAR = re.compile(r"\(?(?:19|20)\d\d\)?")
 
 
-class PackingConfig(Protocol):
-    """What the packer reads of pdf@4's configuration (``passages.PassageConfig``)."""
+@dataclass(frozen=True)
+class Packing:
+    """What the packer reads: pdf@4's token targets for one embedder, how headings and
+    numbers lead the embedding text (``passages.PassageConfig``), and how that embedder's
+    tokens are counted. Counts of a WordPiece model add up over whitespace-joined texts
+    (``WordCounter`` counts them so, word by word); for another tokenizer they nearly do,
+    and the chunk map's token split catches a passage the sum misjudged."""
 
     target_tokens: int
     max_tokens: int
     embed_headings: int
     embed_numbers: bool
+    sizing: TokenSizing = field(default_factory=minilm_sizing)
+
+    def count(self, texts: Sequence[str]) -> list[int]:
+        return self.sizing.count(texts)
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        return self.sizing.offsets(text)
 
 
 def model_tokenizer():
-    """The embedder's own tokenizer (no truncation), without loading the model."""
-    return _word_counter().tokenizer
+    """The bundled MiniLM's tokenizer (no truncation), without loading the model."""
+    from ingest_pipeline.embedding.word_counts import counter_for
 
-
-@functools.cache
-def _word_counter():
-    from ingest_pipeline.embedding.minilm import MiniLMEmbedder
-
-    return counter_for(MiniLMEmbedder.tokenizer_path())
-
-
-def count_tokens(texts: Sequence[str]) -> list[int]:
-    """Tokens of each text without specials; for this WordPiece model counts add up over
-    whitespace-joined texts (``WordCounter`` counts them so, word by word)."""
-    if not texts:
-        return []
-    return _word_counter().counts(texts)
-
-
-def token_offsets(text: str) -> list[tuple[int, int]]:
-    return list(model_tokenizer().encode(text, add_special_tokens=False).offsets)
+    return counter_for(minilm_sizing().tokenizer).tokenizer
 
 
 @dataclass
@@ -96,11 +89,11 @@ class HeadingPath:
 
 
 @functools.lru_cache(maxsize=4096)
-def _prefix_tokens(prefix: tuple[str, ...]) -> int:
-    return count_tokens(["\n".join(prefix)])[0] if prefix else 0
+def _prefix_tokens(sizing: TokenSizing, prefix: tuple[str, ...]) -> int:
+    return sizing.count(["\n".join(prefix)])[0] if prefix else 0
 
 
-def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PackingConfig) -> list[ChunkPiece]:
+def pack_page(regions: Sequence[Region], outline: HeadingPath, config: Packing) -> list[ChunkPiece]:
     """Passages of one page from its regions in reading order (``outline`` carries the
     heading path over from the previous pages and is advanced here by its headings).
 
@@ -113,6 +106,7 @@ def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PackingCo
     own: set[str] = set()  # the open passage's headings, as the outline holds them
     used = 0
     led = -1  # tokens of the prefix; -1 once the outline or ``own`` changed
+    specials = config.sizing.specials
 
     def prefix() -> tuple[str, ...]:
         # headings the passage itself starts with are in its text, not in its prefix
@@ -121,8 +115,8 @@ def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PackingCo
     def room() -> int:
         nonlocal led
         if led < 0:
-            led = _prefix_tokens(prefix())
-        return config.max_tokens - SPECIALS - led - used
+            led = _prefix_tokens(config.sizing, prefix())
+        return config.max_tokens - specials - led - used
 
     def add(text: str, box: BBox | None, role: str, tokens: int) -> None:
         nonlocal used, led
@@ -154,11 +148,11 @@ def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PackingCo
             flush()
         if region.tokens > room():  # too long alone: pack its lines; cut a line too long alone
             for text, box in region.parts or [(region.text, region.bbox)]:
-                n = count_tokens([text])[0]
+                n = config.count([text])[0]
                 if current and n > room():
                     flush()
                 if n > room():
-                    for part in _cut(text, room()):
+                    for part in _cut(text, room(), config):
                         add(part, box, region.role, 0)
                         flush()
                     continue
@@ -171,13 +165,13 @@ def pack_page(regions: Sequence[Region], outline: HeadingPath, config: PackingCo
     return passages
 
 
-def _cut(text: str, budget: int) -> list[str]:
+def _cut(text: str, budget: int, config: Packing) -> list[str]:
     from ingest_pipeline.embedding.token_limits import split_text
 
-    return split_text(text, token_offsets, budget)
+    return split_text(text, config.offsets, budget)
 
 
-def _nearest(path: tuple[str, ...], config: PackingConfig) -> tuple[str, ...]:
+def _nearest(path: tuple[str, ...], config: Packing) -> tuple[str, ...]:
     """The headings that lead a passage's embedding text: the last ``embed_headings`` of its path."""
     return path[len(path) - config.embed_headings :] if config.embed_headings else ()
 
@@ -197,7 +191,7 @@ def model_words(text: str) -> str:
     return "\n".join(lines) or text
 
 
-def _embedding_text(text: str, prefix: tuple[str, ...], config: PackingConfig) -> str | None:
+def _embedding_text(text: str, prefix: tuple[str, ...], config: Packing) -> str | None:
     """What the model reads for a passage: its leading headings, then its text (its numbers
     left out unless ``embed_numbers``); None when that is the text itself."""
     body = text if config.embed_numbers else model_words(text)
@@ -209,7 +203,7 @@ def _passage(
     packed: Sequence[tuple[str, BBox | None, str]],
     path: tuple[str, ...],
     prefix: tuple[str, ...],
-    config: PackingConfig,
+    config: Packing,
 ) -> ChunkPiece:
     text = "\n".join(t for t, _, _ in packed)
     bbox = _union([b for _, b, _ in packed])
@@ -227,7 +221,7 @@ def _passage(
     )
 
 
-def _table_passages(region: Region, path: tuple[str, ...], config: PackingConfig) -> list[ChunkPiece]:
+def _table_passages(region: Region, path: tuple[str, ...], config: Packing) -> list[ChunkPiece]:
     from ingest_pipeline.embedding.token_limits import split_to_limit
 
     piece = region.piece
@@ -235,7 +229,7 @@ def _table_passages(region: Region, path: tuple[str, ...], config: PackingConfig
     embed = "\n".join((*prefix, piece.text)) if prefix else None
     whole = replace(piece, header_path=path, embed_text=embed)
     out = []
-    for part in split_to_limit(whole, token_offsets, config.max_tokens):  # sized with every number
+    for part in split_to_limit(whole, config.offsets, config.max_tokens):  # sized with every number
         layout = part.layout
         box = part.bbox
         out.append(

@@ -19,6 +19,7 @@ into passages and writes what the model reads.
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import statistics
@@ -30,17 +31,11 @@ from pydantic import Field, model_validator
 
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.base import ChunkerConfig, outside_media_types
-from ingest_pipeline.chunkers.pdf.packing import (
-    MODEL_LIMIT,
-    SPECIALS,
-    HeadingPath,
-    Region,
-    count_tokens,
-    pack_page,
-)
+from ingest_pipeline.chunkers.pdf.packing import MODEL_LIMIT, HeadingPath, Packing, Region, pack_page
 from ingest_pipeline.chunkers.pdf.page_layer import PageLayer, PdfChunker
 from ingest_pipeline.chunkers.pdf.tables import PdfTablesChunker
 from ingest_pipeline.contract import ChunkPiece, PageChunks, PageOutput
+from ingest_pipeline.embedding.sizing import TokenSizing, minilm_sizing
 
 log = logging.getLogger(__name__)
 
@@ -49,18 +44,23 @@ _LETTER = re.compile(r"[^\W\d_]")
 _NUMBER = re.compile(r"\d[\d,.]*")
 _TITLE_CHARS = 120  # a title line's length at most, however few its spaces
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # a font without a usable text map
+_MOST_TOKENS = 8192
 
 
 class PassageConfig(ChunkerConfig):
     target_tokens: int = Field(
-        default=160, ge=16, description="close a passage once it holds this many tokens"
+        default=160,
+        ge=16,
+        description="close a passage once it holds this many tokens (left unset, it scales "
+        "with the embedder's limit: 160 of MiniLM's 256)",
     )
     max_tokens: int = Field(
         default=224,
         ge=32,
-        le=MODEL_LIMIT,
-        description="hard maximum of a passage's embedding text, specials included; the "
-        "rest of the model's 256 is left for the document title",
+        le=_MOST_TOKENS,
+        description="hard maximum of a passage's embedding text, specials included, at most "
+        "the embedder's limit; left unset, the limit less 32 tokens kept for the document "
+        "title (224 of MiniLM's 256)",
     )
     heading_size: float = Field(default=1.15, gt=1.0, description="a heading's font size over the body's")
     max_heading_words: int = Field(default=16, ge=1)
@@ -326,12 +326,60 @@ class PdfPassagesChunker(PdfChunker):
     builtin = True
     opt_in = True
     Config = PassageConfig
+    # The embedder its passages are sized for (``sized_for``); None: the bundled MiniLM.
+    sizing: TokenSizing | None = None
+
+    def sized_for(self, sizing: TokenSizing | None) -> PdfPassagesChunker:
+        """This version sizing its passages in another embedder's tokens, to its limit (the
+        registry applies the sizing of the profiles using it, ``embedding.sizing``). The
+        bundled MiniLM's sizing, or None, states nothing, so its config hash stays."""
+        sized = copy.copy(self)
+        sized.sizing = None if sizing is None or sizing.same_as(minilm_sizing()) else sizing
+        sized.packing()  # a stated max_tokens over the embedder's limit is refused here
+        return sized
+
+    def packing(self) -> Packing:
+        """The token targets for this version's sizing: those the configuration states, and
+        for the bundled MiniLM its defaults; for another embedder, a target and maximum left
+        unset scale with its limit (the maximum keeps MiniLM's 32 tokens for the title)."""
+        config = self.config
+        sizing = self.sizing or minilm_sizing()
+        given = config.model_fields_set if self.sizing is not None else {"max_tokens", "target_tokens"}
+        most = config.max_tokens
+        if "max_tokens" not in given:
+            most = max(32, sizing.limit - (MODEL_LIMIT - most))
+        target = config.target_tokens
+        if "target_tokens" not in given:
+            target = min(most, max(16, round(target * sizing.limit / MODEL_LIMIT)))
+        if most > sizing.limit:
+            raise ValueError(
+                f"{self.id}@{self.version}: max_tokens {most} passes the embedder's limit of "
+                f"{sizing.limit} tokens"
+            )
+        if target > most:
+            raise ValueError(f"{self.id}@{self.version}: target_tokens {target} passes max_tokens {most}")
+        return Packing(target, most, config.embed_headings, config.embed_numbers, sizing)
+
+    def environment(self) -> dict:
+        """The sizing of an embedder other than the bundled MiniLM, with the targets it
+        gives, so its passages have a config hash (and chunk ids) of their own."""
+        if self.sizing is None:
+            return {}
+        packing = self.packing()
+        return {
+            "sizing": {
+                **self.sizing.stated(),
+                "target_tokens": packing.target_tokens,
+                "max_tokens": packing.max_tokens,
+            }
+        }
 
     def chunk(self, content: bytes, media_type: str, pages: tuple[PageOutput, ...]) -> tuple[PageChunks, ...]:
         from ingest_pipeline.chunkers.lines import LineParagraphsChunker
 
         if not pages:
             return ()
+        packing = self.packing()
         # one piece per table (split here by tokens), read through this version's layer
         tables = PdfTablesChunker({"max_table_chars": 10**9}, layer=self.layer)
         laid_out = self._laid_out(content, pages, tables)
@@ -353,7 +401,7 @@ class PdfPassagesChunker(PdfChunker):
                 regions, left_out = pdf_regions(
                     lines, frame, running.get(po.page, set()), grids, weights, self.config, tables
                 )
-            passages = self._page_passages(po.page, regions, left_out, outline)
+            passages = self._page_passages(po.page, regions, left_out, outline, packing)
             if passages and po.page == 1 and lines is not None:
                 title = cover_title(
                     [ln for i, ln in enumerate(lines) if i not in running.get(1, set())], self.config
@@ -387,22 +435,25 @@ class PdfPassagesChunker(PdfChunker):
                     laid_out.append((po, None, None, None, None))
         return laid_out
 
-    def _page_passages(self, page: int, regions: list[Region], left_out: list[dict], outline: HeadingPath):
+    def _page_passages(
+        self, page: int, regions: list[Region], left_out: list[dict], outline: HeadingPath, packing: Packing
+    ):
         """A page's passages from its regions (``outline`` carried over from the pages
         before), the running lines left out named in the first one's ``meta``."""
-        for region, n in zip(regions, count_tokens([r.text for r in regions])):
+        for region, n in zip(regions, packing.count([r.text for r in regions])):
             region.tokens = n
-        passages = pack_page(regions, outline, self.config)
+        passages = pack_page(regions, outline, packing)
         if passages and left_out:
             passages[0] = replace(passages[0], meta={**passages[0].meta, "left_out": left_out})
         return passages
 
     def metrics(self, answer: tuple[PageChunks, ...]) -> dict:
         pieces = [p for pc in answer for p in pc.pieces]
-        tokens = count_tokens([p.embed_text or p.text for p in pieces])
+        sizing = self.sizing or minilm_sizing()
+        tokens = sizing.count([p.embed_text or p.text for p in pieces])
         return {
             "passages": len(pieces),
             "tables": sum(1 for p in pieces if p.content_type == "table"),
             "mean_tokens": round(statistics.mean(tokens), 1) if tokens else 0.0,
-            "max_tokens": max(tokens) + SPECIALS if tokens else 0,
+            "max_tokens": max(tokens) + sizing.specials if tokens else 0,
         }

@@ -3,6 +3,10 @@ header repeated, and the token maximum in the model's own tokenizer."""
 
 from __future__ import annotations
 
+import shutil
+
+import pytest
+
 from ingest_pipeline import media_types as mt
 from ingest_pipeline.chunkers.pdf.passages import PdfPassagesChunker
 from ingest_pipeline.contract import validate_bbox
@@ -351,3 +355,54 @@ def test_a_page_of_running_lines_only_is_claimed_empty_saying_what_it_left_out()
     empty = [p for p in answer if not p.pieces]
     assert [p.page for p in empty] == [3] and empty[0].left_out == ("ACME Corporation Annual Report",)
     assert empty[0].claims and all(p.claims and not p.left_out for p in answer if p.pieces)
+
+
+def _long_section() -> bytes:
+    w = PdfWriter()
+    page = w.page()
+    page.text(72, 740, "Liquidity and Capital Resources", 16)
+    for i in range(50):  # paragraphs of two lines each
+        page.text(72, 720 - 12 * i, f"{FILLER} {i}", 9)
+    return w.to_bytes()
+
+
+def _sized(limit: int, tmp_path, **config):
+    from ingest_pipeline.embedding.sizing import tokenizer_sizing
+
+    copy = tmp_path / f"tokenizer-{limit}.json"  # the same counts: only the limit differs
+    shutil.copy(MiniLMEmbedder.tokenizer_path(), copy)
+    return PdfPassagesChunker(config).sized_for(tokenizer_sizing(str(copy), limit))
+
+
+def test_passages_are_sized_to_the_embedder_s_limit_with_a_config_hash_of_their_own(tmp_path):
+    from ingest_pipeline.embedding.sizing import minilm_sizing
+    from ingest_pipeline.registry import ChunkerRegistry
+
+    content = _long_section()
+    bundled = PdfPassagesChunker()
+    wide = _sized(512, tmp_path)
+    assert (wide.packing().target_tokens, wide.packing().max_tokens) == (320, 480)
+    answers = {}
+    for name, chunker in (("bundled", bundled), ("wide", wide)):
+        (answer,) = chunker.chunk(content, PDF, text_pages(content))
+        answers[name] = [_model_tokens(p.embed_text or p.text) for p in answer.pieces]
+        words = " ".join(p.text for p in answer.pieces).split()
+        assert [w for w in words if w.isdigit()] == [str(i) for i in range(50)]
+    assert max(answers["bundled"]) <= 224 < max(answers["wide"]) <= 480
+    assert len(answers["wide"]) < len(answers["bundled"])
+    # the sizing is stated in the config the hash covers; the bundled model's states nothing
+    registry = ChunkerRegistry()
+    assert bundled.environment() == {}
+    assert wide.environment()["sizing"]["limit"] == 512
+    assert registry.info(wide).config_hash != registry.info(bundled).config_hash
+    same = bundled.sized_for(minilm_sizing())
+    assert same.sizing is None and registry.info(same).config_hash == registry.info(bundled).config_hash
+    # a target and maximum the configuration states are kept, within the embedder's limit
+    stated = _sized(512, tmp_path, max_tokens=300, target_tokens=200).packing()
+    assert (stated.target_tokens, stated.max_tokens) == (200, 300)
+    with pytest.raises(ValueError, match="passes the embedder's limit of 128"):
+        _sized(128, tmp_path, max_tokens=200, target_tokens=100)
+    narrow = _sized(128, tmp_path)
+    assert (narrow.packing().target_tokens, narrow.packing().max_tokens) == (80, 96)
+    (answer,) = narrow.chunk(content, PDF, text_pages(content))
+    assert max(_model_tokens(p.embed_text or p.text) for p in answer.pieces) <= 96

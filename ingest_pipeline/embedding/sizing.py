@@ -1,0 +1,145 @@
+"""How a chunker sizes its passages in an embedder's own tokens, without the model.
+
+A ``TokenSizing`` is what a token-sized chunker (pdf@4) needs of a profile's embedder: the
+limit the model reads (special tokens included) and how its tokens are counted, either a
+``tokenizer.json`` (named by path, identified by its sha256) or a character budget. It is
+small and picklable, so the chunker takes it into its parse worker, and its ``stated()``
+form joins the chunker's stated configuration, so sizing for another model is another
+config hash (and chunk ids), readable back like any setting.
+
+An embedder factory states the sizing of its settings with ``factory(..., sizing=fn)``
+without loading anything; a factory that states none leaves its profiles' chunkers sized
+for the bundled MiniLM (the chunk map still splits whatever passes its embedder's limit).
+When profiles with different embedders share a chunker version, it is sized for the
+smallest limit among them (``shared_sizing``): one claim serves every profile, and no
+profile's model is handed more than it reads.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TokenSizing:
+    """An embedder's token limit and counter: a tokenizer file, or ``chars_per_token``
+    characters per token when there is none."""
+
+    limit: int
+    tokenizer: str = ""  # absolute path of a tokenizer.json; "" for a character budget
+    tokenizer_sha256: str = ""
+    chars_per_token: int = 0
+
+    def __post_init__(self):
+        if self.limit < 8:
+            raise ValueError(f"an embedder's token limit must be 8 or more, not {self.limit}")
+        if not self.tokenizer and self.chars_per_token < 1:
+            raise ValueError("a sizing without a tokenizer needs chars_per_token of 1 or more")
+
+    def stated(self) -> dict[str, Any]:
+        """What identifies this sizing in a configuration (never the tokenizer's path: the
+        same file elsewhere counts the same)."""
+        counted = (
+            {"tokenizer_sha256": self.tokenizer_sha256}
+            if self.tokenizer
+            else {"chars_per_token": self.chars_per_token}
+        )
+        return {"limit": self.limit, **counted}
+
+    def same_as(self, other: TokenSizing) -> bool:
+        return self.stated() == other.stated()
+
+    @property
+    def specials(self) -> int:
+        """Tokens the model adds around every text ([CLS] and [SEP] for BERT)."""
+        if not self.tokenizer:
+            return 0
+        return _counter(self.tokenizer).tokenizer.num_special_tokens_to_add(False)
+
+    def count(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text, special tokens left out."""
+        if not texts:
+            return []
+        if self.tokenizer:
+            return _counter(self.tokenizer).counts(texts)
+        return [math.ceil(len(t) / self.chars_per_token) for t in texts]
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        """Character spans of a text's tokens, special tokens left out."""
+        if self.tokenizer:
+            encoding = _counter(self.tokenizer).tokenizer.encode(text, add_special_tokens=False)
+            return list(encoding.offsets)
+        step = self.chars_per_token
+        return [(start, min(start + step, len(text))) for start in range(0, len(text), step)]
+
+
+def _counter(path: str):
+    from ingest_pipeline.embedding.word_counts import counter_for
+
+    return counter_for(path)
+
+
+def tokenizer_sizing(tokenizer: str, limit: int) -> TokenSizing:
+    from ingest_pipeline.embedding.bundled_files import weights_sha256
+
+    path = os.path.abspath(os.path.expanduser(tokenizer))
+    return TokenSizing(int(limit), path, weights_sha256(path))
+
+
+@functools.cache
+def minilm_sizing() -> TokenSizing:
+    """The bundled MiniLM's: its tokenizer, 256 tokens (the int8 build shares both)."""
+    from ingest_pipeline.embedding import bundled_files
+
+    return tokenizer_sizing(bundled_files.tokenizer_path(), bundled_files.MAX_TOKENS)
+
+
+def sizing_of(ref: str, settings: dict[str, Any]) -> TokenSizing | None:
+    """The sizing the installed factory of ``ref`` states for these settings, None when it
+    states none."""
+    from ingest_pipeline.embedding.registry import installed
+
+    stated = getattr(installed().factory(ref), "sizing", None)
+    return stated(settings) if callable(stated) else None
+
+
+def shared_sizing(sizings: Iterable[TokenSizing | None]) -> TokenSizing | None:
+    """The one sizing for a chunker several profiles use: the smallest limit among theirs
+    (the first of equal ones; a profile without one counts as the bundled MiniLM's); None
+    when that is the bundled MiniLM's, so a default install's config hashes never change."""
+    chosen = None
+    for sizing in sizings:
+        sizing = sizing or minilm_sizing()
+        if chosen is None or sizing.limit < chosen.limit:
+            chosen = sizing
+    return None if chosen is None or chosen.same_as(minilm_sizing()) else chosen
+
+
+def chunker_sizings(settings, registry) -> dict[str, TokenSizing | None]:
+    """For each installed chunker version that sizes by tokens (has ``sized_for``), the
+    sizing of the profiles whose order holds it (``shared_sizing``). A factory whose sizing
+    cannot be read (a missing tokenizer file) is logged and counts as stating none; the
+    embedder itself then fails where it is made, with its own message."""
+    by_profile: dict[str, TokenSizing | None] = {}
+    for profile in settings.profiles:
+        ref, options = settings.embedder_of(profile)
+        try:
+            by_profile[profile.name] = sizing_of(ref, options)
+        except Exception as exc:  # noqa: BLE001 - reported where the embedder is made
+            log.warning("profile %s: cannot read how embedder %s counts tokens: %s", profile.name, ref, exc)
+            by_profile[profile.name] = None
+    sizings: dict[str, TokenSizing | None] = {}
+    for chunker in registry.all():
+        if not callable(getattr(chunker, "sized_for", None)):
+            continue
+        users = [p.name for p in settings.profiles if chunker in registry.order_for(p.chunkers)]
+        sizings[f"{chunker.id}@{chunker.version}"] = shared_sizing(by_profile[name] for name in users)
+    return sizings
