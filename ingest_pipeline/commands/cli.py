@@ -301,7 +301,7 @@ def cmd_eval(args) -> int:
 def cmd_chunkers(args) -> int:
     from ingest_pipeline.commands.installed import list_chunkers
 
-    return list_chunkers(args)
+    return list_chunkers(args, _parts(args))
 
 
 def cmd_embedders(args) -> int:

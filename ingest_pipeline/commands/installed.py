@@ -30,12 +30,11 @@ def list_embedders(args, p) -> int:
     return 0
 
 
-def list_chunkers(args) -> int:
-    """The installed chunker versions: default or opt-in, media types, summary."""
-    from ingest_pipeline.readers import reader_ids
-    from ingest_pipeline.registry import ChunkerRegistry
-
-    registry = ChunkerRegistry.discover(reserved_ids=reader_ids())
+def list_chunkers(args, p) -> int:
+    """The installed chunker versions: default or opt-in, media types, summary, and the config
+    hash each has with the storage root's settings (its chunker settings, and the sizing of
+    the embedders of the profiles that use it)."""
+    registry = p.registry
     rows = [
         {
             "chunker": i.ref,

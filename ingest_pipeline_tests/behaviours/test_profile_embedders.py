@@ -235,7 +235,7 @@ def _pdf_passages(parts, profile: str) -> dict:
     return row
 
 
-def test_pdf_passages_are_cut_for_the_profile_s_embedder(data_dir, tmp_path):
+def test_pdf_passages_are_cut_for_the_profile_s_embedder(data_dir, tmp_path, capsys):
     """A profile whose model reads 512 tokens gets pdf@4 passages sized for 512, with a
     config hash whose stated values say so; a second profile on the bundled model sharing
     pdf@4 brings the passages back to the smaller model's size, for both."""
@@ -266,6 +266,10 @@ def test_pdf_passages_are_cut_for_the_profile_s_embedder(data_dir, tmp_path):
     sizing = json.loads(stated["config"])["config"]["environment"]["sizing"]
     assert (sizing["limit"], sizing["target_tokens"], sizing["max_tokens"]) == (512, 320, 480)
     assert parts.index.model_of("retrieval")["identity"]["max_tokens"] == 512
+    capsys.readouterr()
+    assert cli(["--data", str(data_dir), "chunkers", "--json"]) == 0
+    listed = {c["chunker"]: c["config_hash"] for c in json.loads(capsys.readouterr().out)}
+    assert listed["pdf@4"] == sized["h"]  # the hash this root's settings give it
 
     configure(data_dir, wide + '[profiles.small]\nchunkers = ["pdf@4"]\n')
     assert not ingest(parts_for(str(data_dir))).failed
