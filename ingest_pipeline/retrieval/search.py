@@ -3,8 +3,9 @@ text to hand a model with the provenance of every part.
 
 One path for every caller (the command line, ``serve`` and ``eval``), so what is measured
 is what is served. A query runs in two passes when it names documents (their organisation,
-period or kind, read from their records): the named documents' passages first, then every
-passage, the first pass's hits ranked above the second's.
+period or kind, read from their records): the named documents' passages first, ranked again
+by the section the query names and by the pages several passages support
+(``retrieval.headings``), then every passage, the first pass's hits ranked above the second's.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from ingest_pipeline.records.matching import DocumentPrior
 from ingest_pipeline.retrieval.filters import DOCUMENT_FIELDS, parse, to_lance
+from ingest_pipeline.retrieval.headings import NAMED_CANDIDATES, ranked_by_headings
 
 GROUPS = ("page", "document", "none")
 MAX_PASSAGES = 5  # passages shown under one page or document
@@ -106,14 +108,15 @@ class Searcher:
         wide = max(40, 8 * request.k) if request.group != "none" else max(request.k, 10)
         named = self._named(request.query, within) if request.named_first else []
 
-        def run(documents: Iterable[str] | None, query: str, vector) -> list[dict[str, Any]]:
+        def run(documents: Iterable[str] | None, k: int) -> list[dict[str, Any]]:
             return self.index.search(
-                profile, query, vector, k=wide, mode=request.mode, documents=documents, where=where
+                profile, request.query, vector, k=k, mode=request.mode, documents=documents, where=where
             )
 
-        hits = run(named, request.query, vector) if named else []
+        hits = run(named, max(wide, NAMED_CANDIDATES)) if named else []
+        hits = ranked_by_headings(hits, request.query, pages=request.group == "page") if hits else []
         seen = {h["chunk_id"] for h in hits}
-        hits += [h for h in run(within, request.query, vector) if h["chunk_id"] not in seen]
+        hits += [h for h in run(within, wide) if h["chunk_id"] not in seen]
         passages = [{key: h.get(key) for key in HIT_KEYS} for h in hits]
         grouped = group_hits(passages, request.group)[: request.k]
         if request.context:

@@ -103,3 +103,52 @@ def test_results_group_by_page_and_carry_context_with_provenance(root):
     hits = search(root, "Northwind capital expenditure greenhouses", "-k", "1", "--context", "neighbours")
     pages = [p["page"] for p in hits[0]["context"]]
     assert len(pages) >= 2 and pages == sorted(pages) and all(p["chunk_id"] for p in hits[0]["context"])
+
+
+def _report_with_statements(organisation: str, year: int) -> bytes:
+    """A cover, two pages of prose using every word of the test's question, and a cash flow
+    statement whose rows say "purchases of property" where the prose says "capital
+    expenditure": only its heading says what the question names."""
+    from ingest_pipeline_tests.pdf_writer import PdfWriter
+
+    w = PdfWriter()
+    cover = w.page()
+    cover.text(72, 740, f"Annual Report {year}", size=20)
+    cover.text(72, 700, organisation, size=16)
+    cover.text(72, 660, f"For the fiscal year ended December 31, {year}")
+    for heading in ("Liquidity and Capital Resources", "Capital Resources Outlook"):
+        prose = w.page()
+        prose.text(72, 740, heading, size=14)
+        for i, line in enumerate(
+            (
+                "Capital expenditure for greenhouses rose in fiscal 2021 as we added growing space.",
+                "Cash flow from operations paid for all of our capital expenditure in the year.",
+                "We expect capital expenditure to stay at this level while cash flow grows.",
+                "The cash flow statement shows what the capital expenditure of the year was.",
+            )
+        ):
+            prose.text(72, 710 - 16 * i, line)
+    statement = w.page()
+    statement.text(72, 740, "Consolidated Statements of Cash Flows", size=14)
+    rows = (
+        "Net income 1,204",
+        "Depreciation and amortization 311",
+        "Purchases of property, plant and equipment (845)",
+        "Proceeds from sale of equipment 12",
+        "Net cash used in investing activities (833)",
+    )
+    for i, line in enumerate(rows):
+        statement.text(72, 710 - 16 * i, line)
+    return w.to_bytes()
+
+
+def test_a_query_naming_a_section_of_a_named_document_finds_that_section_s_page_first(tmp_path):
+    data = tmp_path / "data"
+    (data / "sources").mkdir(parents=True)
+    (data / "sources" / "nw_2021.pdf").write_bytes(_report_with_statements("Northwind Traders Ltd", 2021))
+    assert run(data, "ingest").returncode == 0
+    query = "What was Northwind Traders' FY2021 capital expenditure? Answer from the cash flow statement."
+    hits = search(data, query, "-k", "3")
+    assert (hits[0]["path"], hits[0]["page"]) == ("nw_2021.pdf", 4)
+    assert {2, 3} & {h["page"] for h in hits}  # the prose is found too, below the statement
+    assert hits[0]["header_path"][-1] == "Consolidated Statements of Cash Flows"
