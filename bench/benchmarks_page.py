@@ -564,7 +564,8 @@ EMBEDDER_SETS = {
 }
 SEARCH_INTRO = """\
 `bench/search_bench.py` scores served search two ways over the same index: `served`, as `search`
-returns it (the documents a question names first, one result per page), and `passages`, one
+returns it (the documents a question names first, their passages ranked again by the section the
+question names and the pages several passages support, one result per page), and `passages`, one
 result per passage with no document pass (the search before documents had records); then the two
 baselines. `financebench+more` asks both FinanceBench sets' questions, each over its own filings;
 `crowd` asks them of one root holding every filing of both and the distractors. docR@5: the
