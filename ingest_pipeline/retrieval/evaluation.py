@@ -375,13 +375,18 @@ def evaluate(
             f"none of the documents of question set {qs.name!r} ({', '.join(qs.folders)}) is in the "
             f"lake of {parts.settings.data}: ingest them first (eval does, without --skip-ingest)"
         )
-    questions = [q.text for q in qs.questions]
-    by_model: dict[str, np.ndarray] = {}  # the questions' vectors, once per embedder
+    from ingest_pipeline.retrieval.query_text import searched_text
 
-    def vectors_of(embedder) -> np.ndarray:
-        if embedder.model_id not in by_model:
-            by_model[embedder.model_id] = embedder.embed_queries(questions)
-        return by_model[embedder.model_id]
+    # the questions' vectors, once per embedder: as served search reads them for the
+    # profiles, as written for the baselines (a plain pipeline embeds what it is asked)
+    texts = {True: [searched_text(q.text) for q in qs.questions], False: [q.text for q in qs.questions]}
+    by_model: dict[tuple[str, bool], np.ndarray] = {}
+
+    def vectors_of(embedder, searched: bool = True) -> np.ndarray:
+        key = (embedder.model_id, searched)
+        if key not in by_model:
+            by_model[key] = embedder.embed_queries(texts[searched])
+        return by_model[key]
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="ingest-eval-") as scratch:
@@ -414,27 +419,37 @@ def evaluate(
                     }
                 )
     if baselines:
-        for name, units in baseline_units(parts, docs).items():
-            if progress:
-                progress(name)
-            if units is None:
-                rows.append({"name": name, "kind": "baseline", "unavailable": "install the dev extra"})
-                continue
-            served = parts.embedder.served()
-            ranked, count, tokens = _brute_force(units, parts, vectors_of(served))
-            rows.append(
-                {
-                    "name": name,
-                    "kind": "baseline",
-                    "embedder": served.ref,
-                    "model": served.model_id,
-                    "mode": "vector",
-                    "indexed": False,
-                    "chunks": count,
-                    "mean_tokens": round(tokens, 1),
-                    **score(qs.questions, ranked),
-                }
-            )
+        rows += _baseline_rows(parts, qs, docs, vectors_of(parts.embedder.served(), searched=False), progress)
+    return rows
+
+
+def _baseline_rows(
+    parts: Parts, qs: QuestionSet, docs: dict[str, str], vectors: np.ndarray, progress
+) -> list[dict[str, Any]]:
+    """The baselines' rows: each unit embedded by the served embedder and searched by vector
+    with the questions as written (``vectors``)."""
+    rows = []
+    served = parts.embedder.served()
+    for name, units in baseline_units(parts, docs).items():
+        if progress:
+            progress(name)
+        if units is None:
+            rows.append({"name": name, "kind": "baseline", "unavailable": "install the dev extra"})
+            continue
+        ranked, count, tokens = _brute_force(units, parts, vectors)
+        rows.append(
+            {
+                "name": name,
+                "kind": "baseline",
+                "embedder": served.ref,
+                "model": served.model_id,
+                "mode": "vector",
+                "indexed": False,
+                "chunks": count,
+                "mean_tokens": round(tokens, 1),
+                **score(qs.questions, ranked),
+            }
+        )
     return rows
 
 

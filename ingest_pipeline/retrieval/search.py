@@ -17,6 +17,7 @@ from typing import Any
 from ingest_pipeline.records.matching import DocumentPrior
 from ingest_pipeline.retrieval.filters import DOCUMENT_FIELDS, parse, to_lance
 from ingest_pipeline.retrieval.headings import NAMED_CANDIDATES, ranked_by_headings
+from ingest_pipeline.retrieval.query_text import searched_text
 
 GROUPS = ("page", "document", "none")
 MAX_PASSAGES = 5  # passages shown under one page or document
@@ -97,24 +98,25 @@ class Searcher:
         if request.context is not None and request.context not in CONTEXTS:
             raise ValueError(f"context must be one of {CONTEXTS}")
         parts = self.parts
+        text = searched_text(request.query)  # without sentences on the answer's form
         profile = request.profile or parts.settings.default_profile
         embedder = parts.embedder.for_profile(profile)
         if request.mode != "text" and self.index is parts.index:
             parts.index.check_model(profile, embedder.model_id)
             if vector is None:
-                vector = embedder.embed_queries([request.query])[0].tolist()
+                vector = embedder.embed_queries([text])[0].tolist()
         where = to_lance(parse(request.where), self.records) if request.where else None
         within = list(request.documents) if request.documents is not None else None
         wide = max(40, 8 * request.k) if request.group != "none" else max(request.k, 10)
-        named = self._named(request.query, within) if request.named_first else []
+        named = self._named(text, within) if request.named_first else []
 
         def run(documents: Iterable[str] | None, k: int) -> list[dict[str, Any]]:
             return self.index.search(
-                profile, request.query, vector, k=k, mode=request.mode, documents=documents, where=where
+                profile, text, vector, k=k, mode=request.mode, documents=documents, where=where
             )
 
         hits = run(named, max(wide, NAMED_CANDIDATES)) if named else []
-        hits = ranked_by_headings(hits, request.query, pages=request.group == "page") if hits else []
+        hits = ranked_by_headings(hits, text, pages=request.group == "page") if hits else []
         seen = {h["chunk_id"] for h in hits}
         hits += [h for h in run(within, wide) if h["chunk_id"] not in seen]
         passages = [{key: h.get(key) for key in HIT_KEYS} for h in hits]
