@@ -5,8 +5,21 @@ from __future__ import annotations
 from ingest_pipeline.commands.output import as_json, table
 
 
+def passages_sized_for(p, profile) -> dict[str, int]:
+    """The token limit each token-sized chunker version of a profile cuts its passages for:
+    the profile's embedder's, or a smaller one when profiles with other embedders share it."""
+    from ingest_pipeline.embedding.sizing import minilm_sizing
+
+    return {
+        f"{c.id}@{c.version}": (c.sizing or minilm_sizing()).limit
+        for c in p.registry.order_for(profile.chunkers)
+        if callable(getattr(c, "sized_for", None))
+    }
+
+
 def list_embedders(args, p) -> int:
-    """The installed embedders, and which one each profile uses (its identity, no secret)."""
+    """The installed embedders, which one each profile uses (its identity, no secret), and
+    the limit its token-sized chunkers cut passages for."""
     from ingest_pipeline.embedding.registry import installed
 
     settings = p.settings
@@ -17,6 +30,7 @@ def list_embedders(args, p) -> int:
         try:
             model = p.embedder.for_profile(profile.name)
             row.update(model=model.model_id, max_tokens=model.max_tokens, identity=model.identity())
+            row["passages_sized_for"] = passages_sized_for(p, profile)
         except Exception as exc:  # noqa: BLE001 - a profile whose embedder cannot be made says why
             row["error"] = f"{type(exc).__name__}: {exc}"
         profiles.append(row)
@@ -25,8 +39,15 @@ def list_embedders(args, p) -> int:
         return 0
     print(table(["ref", "summary"], installed().describe(), width=80))
     print()
-    shown = [{**r, "model": r.get("model") or r.get("error", "")} for r in profiles]
-    print(table(["profile", "embedder", "model"], shown, width=80))
+    shown = [
+        {
+            **r,
+            "model": r.get("model") or r.get("error", ""),
+            "passages": ", ".join(f"{c}: {n} tokens" for c, n in (r.get("passages_sized_for") or {}).items()),
+        }
+        for r in profiles
+    ]
+    print(table(["profile", "embedder", "model", "passages"], shown, width=80))
     return 0
 
 

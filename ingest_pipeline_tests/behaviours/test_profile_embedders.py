@@ -270,6 +270,9 @@ def test_pdf_passages_are_cut_for_the_profile_s_embedder(data_dir, tmp_path, cap
     assert cli(["--data", str(data_dir), "chunkers", "--json"]) == 0
     listed = {c["chunker"]: c["config_hash"] for c in json.loads(capsys.readouterr().out)}
     assert listed["pdf@4"] == sized["h"]  # the hash this root's settings give it
+    assert cli(["--data", str(data_dir), "embedders", "--json"]) == 0
+    rows = {r["profile"]: r for r in json.loads(capsys.readouterr().out)["profiles"]}
+    assert rows["retrieval"]["passages_sized_for"] == {"pdf@4": 512}
 
     configure(data_dir, wide + '[profiles.small]\nchunkers = ["pdf@4"]\n')
     assert not ingest(parts_for(str(data_dir))).failed
@@ -277,3 +280,9 @@ def test_pdf_passages_are_cut_for_the_profile_s_embedder(data_dir, tmp_path, cap
     for profile in ("retrieval", "small"):
         shared = _pdf_passages(parts, profile)
         assert (shared["h"], shared["hashes"], shared["n"]) == (bundled["h"], 1, bundled["n"])
+    capsys.readouterr()
+    assert cli(["--data", str(data_dir), "embedders", "--json"]) == 0  # the sharing is shown
+    rows = {r["profile"]: r for r in json.loads(capsys.readouterr().out)["profiles"]}
+    assert rows["retrieval"]["max_tokens"] == 512
+    assert rows["retrieval"]["passages_sized_for"] == rows["small"]["passages_sized_for"] == {"pdf@4": 256}
+    assert rows["default"]["passages_sized_for"] == {}  # pdf@4 is opt-in: not in its order
