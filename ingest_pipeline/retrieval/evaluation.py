@@ -453,6 +453,10 @@ def _baseline_rows(
     return rows
 
 
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     head = (
         f"{'':28} {'embedder':10} {'mode':7} {'chunks':>7} {'tokens':>7} {'R@1':>6} "
@@ -465,17 +469,18 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
             lines.append(f"{r['name']:28} unavailable: {r['unavailable']}")
             continue
         kinds = r["by_kind"]
-        table = kinds.get("chunk:Table", {}).get("mrr@10", float("nan"))
-        text = kinds.get("chunk:Text", {}).get("mrr@10", float("nan"))
+        table, text = (_figure(kinds.get(f"chunk:{kind}", {}).get("mrr@10")) for kind in ("Table", "Text"))
         name = r["name"] + ("" if r.get("indexed", True) or r["kind"] != "profile" else " *")
         lines.append(
             f"{name:28} {r.get('embedder', ''):10} {r['mode']:7} {r['chunks']:>7} {r['mean_tokens']:>7} "
             f"{r['recall@1']:>6.3f} {_with_interval(r, 'recall@5'):>21} {r['recall@10']:>6.3f} "
             f"{_with_interval(r, 'mrr@10'):>22} {r.get('document_recall@5', float('nan')):>6.3f} "
-            f"{table:>6.3f} {text:>6.3f}"
+            f"{table:>6} {text:>6}"
         )
     lines.append("docR@5: the answer's document among the top 5, whatever the page")
-    lines.append("table/text: MRR@10 of questions whose answer sits in a table / in text")
+    lines.append(
+        "table/text: MRR@10 of questions whose answer sits in a table / in text (-: the set says not)"
+    )
     lines.append("[95% interval]: bootstrap over the questions; rows whose intervals overlap may not differ")
     if any(r["kind"] == "profile" and not r.get("indexed", True) for r in rows):
         lines.append(
