@@ -8,10 +8,8 @@ from ingest_pipeline.commands.output import as_json, table
 def passages_sized_for(p, profile) -> dict[str, int]:
     """The token limit each token-sized chunker version of a profile cuts its passages for:
     the profile's embedder's, or a smaller one when profiles with other embedders share it."""
-    from ingest_pipeline.embedding.sizing import minilm_sizing
-
     return {
-        f"{c.id}@{c.version}": (c.sizing or minilm_sizing()).limit
+        f"{c.id}@{c.version}": c.token_sizing.limit
         for c in p.registry.order_for(profile.chunkers)
         if callable(getattr(c, "sized_for", None))
     }

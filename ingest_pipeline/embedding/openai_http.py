@@ -20,7 +20,6 @@ its vectors.
 from __future__ import annotations
 
 import base64
-import math
 import os
 import random
 import threading
@@ -86,11 +85,8 @@ class OpenAIEmbedder:
         self.images = bool(settings.get("images", False))
         self.modalities = ("text", "image") if self.images else ("text",)
         tokenizer = settings.get("tokenizer")
-        self._counter = None
-        if tokenizer:
-            from ingest_pipeline.embedding.word_counts import counter_for
-
-            self._counter = counter_for(os.path.abspath(os.path.expanduser(str(tokenizer))))
+        # how chunks are sized for it and how its tokens are counted: one definition for both
+        self.sizing = endpoint_sizing(settings)
         self._identity = {
             "model": self.model,
             "dimensions": self.dimensions,
@@ -117,25 +113,18 @@ class OpenAIEmbedder:
     # -------------------------------------------------------------- token sizing
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        if self._counter is not None:
-            extra = self._counter.tokenizer.num_special_tokens_to_add(False)
-            return [n + extra for n in self._counter.counts(texts)]
-        step = max(1, int(self.chars_per_token))  # as token_offsets steps, so both agree
-        return [math.ceil(len(t) / step) for t in texts]
+        specials = self.sizing.specials
+        return [n + specials for n in self.sizing.count(texts)]
 
     def token_offsets(self, text: str) -> list[tuple[int, int]]:
-        if self._counter is not None:
-            encoding = self._counter.tokenizer.encode(text)
-            return [s for s, special in zip(encoding.offsets, encoding.special_tokens_mask) if not special]
-        step = max(1, int(self.chars_per_token))
-        return [(start, min(start + step, len(text))) for start in range(0, len(text), step)]
+        return self.sizing.offsets(text)
 
     def _fit(self, text: str) -> str:
         """The text cut to the model's limit (chunks are sized to it; a query may not be)."""
-        if self._counter is None:
+        if not self.sizing.tokenizer:
             return text[: int(self.max_tokens * self.chars_per_token)]
         spans = self.token_offsets(text)
-        limit = self.max_tokens - self._counter.tokenizer.num_special_tokens_to_add(False)
+        limit = self.max_tokens - self.sizing.specials
         return text if len(spans) <= limit else text[: spans[limit - 1][1]]
 
     # -------------------------------------------------------------- embedding

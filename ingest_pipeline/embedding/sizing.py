@@ -124,7 +124,8 @@ def shared_sizing(sizings: Iterable[TokenSizing | None]) -> TokenSizing | None:
 
 
 def chunker_sizings(settings, registry) -> dict[str, TokenSizing | None]:
-    """For each installed chunker version that sizes by tokens (has ``sized_for``), the
+    """For each installed chunker version that sizes by tokens (has ``sized_for`` and
+    ``token_sizing``), the
     sizing of the profiles whose order holds it (``shared_sizing``). A factory whose sizing
     cannot be read (a missing tokenizer file) is logged and counts as stating none; the
     embedder itself then fails where it is made, with its own message."""
@@ -136,10 +137,11 @@ def chunker_sizings(settings, registry) -> dict[str, TokenSizing | None]:
         except Exception as exc:  # noqa: BLE001 - reported where the embedder is made
             log.warning("profile %s: cannot read how embedder %s counts tokens: %s", profile.name, ref, exc)
             by_profile[profile.name] = None
+    orders = {p.name: registry.order_for(p.chunkers) for p in settings.profiles}
     sizings: dict[str, TokenSizing | None] = {}
     for chunker in registry.all():
         if not callable(getattr(chunker, "sized_for", None)):
             continue
-        users = [p.name for p in settings.profiles if chunker in registry.order_for(p.chunkers)]
+        users = [name for name, order in orders.items() if chunker in order]
         sizings[f"{chunker.id}@{chunker.version}"] = shared_sizing(by_profile[name] for name in users)
     return sizings

@@ -91,12 +91,12 @@ def ranked_by_headings(hits: list[dict[str, Any]], query: str, pages: bool) -> l
     if not pages:
         return [h for _, _, h in scored]
     by_page: dict[tuple, list] = {}
-    for score, rank, hit in scored:
+    for value, rank, hit in scored:
         key = (hit["document_id"], hit["page"])
         if key in by_page:
-            by_page[key][0] += PAGE_SUPPORT * score
+            by_page[key][0] += PAGE_SUPPORT * value
             by_page[key][2].append(hit)
         else:
-            by_page[key] = [score, rank, [hit]]
+            by_page[key] = [value, rank, [hit]]
     ordered = sorted(by_page.values(), key=lambda x: (-x[0], x[1]))
     return [hit for _, _, page_hits in ordered for hit in page_hits]

@@ -338,13 +338,18 @@ class PdfPassagesChunker(PdfChunker):
         sized.packing()  # a stated max_tokens over the embedder's limit is refused here
         return sized
 
+    @property
+    def token_sizing(self) -> TokenSizing:
+        """The sizing its passages are counted in: ``sizing``, or the bundled MiniLM's."""
+        return self.sizing or minilm_sizing()
+
     def packing(self) -> Packing:
-        """The token targets for this version's sizing: those the configuration states, and
-        for the bundled MiniLM its defaults; for another embedder, a target and maximum left
-        unset scale with its limit (the maximum keeps MiniLM's 32 tokens for the title)."""
+        """The token targets for this version's sizing: those the configuration states; a
+        target and maximum left unset scale with the embedder's limit (the maximum keeps
+        MiniLM's 32 tokens for the title), which for MiniLM's 256 are the defaults."""
         config = self.config
-        sizing = self.sizing or minilm_sizing()
-        given = config.model_fields_set if self.sizing is not None else {"max_tokens", "target_tokens"}
+        sizing = self.token_sizing
+        given = config.model_fields_set
         most = config.max_tokens
         if "max_tokens" not in given:
             most = max(32, sizing.limit - (MODEL_LIMIT - most))
@@ -449,7 +454,7 @@ class PdfPassagesChunker(PdfChunker):
 
     def metrics(self, answer: tuple[PageChunks, ...]) -> dict:
         pieces = [p for pc in answer for p in pc.pieces]
-        sizing = self.sizing or minilm_sizing()
+        sizing = self.token_sizing
         tokens = sizing.count([p.embed_text or p.text for p in pieces])
         return {
             "passages": len(pieces),
