@@ -151,6 +151,10 @@ def test_a_query_naming_a_section_of_a_named_document_finds_that_section_s_page_
     hits = search(data, query, "-k", "3")
     assert (hits[0]["path"], hits[0]["page"]) == ("nw_2021.pdf", 4)
     assert {2, 3} & {h["page"] for h in hits}  # the prose is found too, below the statement
+    # by keywords alone the prose, which uses every word of the question, ranks first; the
+    # heading the question names still puts the statement's page ahead of it
+    by_words = search(data, query, "-k", "3", "--mode", "text")
+    assert (by_words[0]["page"], by_words[1]["page"]) == (4, 3)
     # a sentence on the answer's form changes nothing of what is searched
     formatted = search(data, query + " Answer in USD millions, rounded to one decimal.", "-k", "3")
     assert [(h["chunk_id"], h["score"]) for h in formatted] == [(h["chunk_id"], h["score"]) for h in hits]
