@@ -49,7 +49,9 @@ def build_definitions(settings: Settings, resources: dict | None = None) -> Defi
             cut_as=cut_as,
         )
         versions = {
-            registry.info(c).asset_name for p in (profile, *cut_as) for c in registry.order_for(p.chunkers)
+            registry.info(c).asset_name
+            for p in (profile, *cut_as)
+            for c in registry.order_for(p.chunkers, profile.name)
         }
         used |= versions
         if settings.is_indexed(profile):

@@ -54,6 +54,17 @@ def stated_config(chunker: Any) -> dict[str, Any]:
     return {**config, "environment": environment} if environment else config
 
 
+def reconfigured(chunker: Any, config: Mapping[str, Any]) -> Any:
+    """The version with another configuration (a run's, given in the launchpad), cut for the
+    same embedder and under the same id (a variant cut for a profile's embedder keeps both)."""
+    made = type(chunker)(dict(config))
+    if callable(getattr(chunker, "sized_for", None)):
+        made = made.sized_for(chunker.token_sizing)
+    if made.id != chunker.id:
+        made.id, made.opt_in = chunker.id, chunker.opt_in
+    return made
+
+
 def _check_settings_reach_hash(ref: str, settings: Mapping[str, Any], chunker: Any) -> None:
     """Settings given to a chunker must show in the configuration its hash covers (SPEC
     E05): one that took them without stating them would cut differently under the same
@@ -99,6 +110,8 @@ class ChunkerRegistry:
         self._chunkers: dict[str, Chunker] = {}
         self._sources: dict[str, str] = {}
         self._reserved = frozenset(reserved_ids)
+        # profile name -> {version ref: the version cut for that profile's embedder} (``sized``)
+        self._substitutes: dict[str, dict[str, Chunker]] = {}
 
     def register(self, chunker: Any, source: str = "direct") -> None:
         cid = getattr(chunker, "id", None)
@@ -164,13 +177,28 @@ class ChunkerRegistry:
             copy._sources[ref] = self._sources[ref]
         return copy
 
-    def sized(self, sizings: Mapping[str, Any]) -> ChunkerRegistry:
-        """A copy whose token-sized chunkers named in ``sizings`` (by id@version) size their
-        passages for that embedder (``sized_for``; ``embedding.sizing.chunker_sizings``)."""
+    def sized(self, sizings: Mapping[str, Mapping[str, Any]]) -> ChunkerRegistry:
+        """A copy whose token-sized chunkers follow each profile's embedder. ``sizings`` holds,
+        per profile name, the sizing of each such version it cuts with
+        (``embedding.sizing.chunker_sizings``): None keeps the version, sized for the bundled
+        MiniLM; another sizing registers the version cut for it (``sized_for``) under the
+        sizing's ``variant_id``, opt-in, and puts it in the version's place in that profile's
+        order (``order_for(..., profile=)``)."""
         copy = ChunkerRegistry(self._reserved)
-        for ref, chunker in self._chunkers.items():
-            copy._chunkers[ref] = chunker.sized_for(sizings[ref]) if ref in sizings else chunker
-            copy._sources[ref] = self._sources[ref]
+        copy._chunkers, copy._sources = dict(self._chunkers), dict(self._sources)
+        for profile, refs in sizings.items():
+            for ref, sizing in refs.items():
+                chunker = self._chunkers[ref]
+                if sizing is None:  # checked against the bundled model's limit
+                    copy._chunkers[ref] = chunker.sized_for(None)
+                    continue
+                variant_ref = f"{sizing.variant_id(chunker.id)}@{chunker.version}"
+                if variant_ref not in copy._chunkers:
+                    variant = chunker.sized_for(sizing)
+                    variant.id, variant.opt_in = sizing.variant_id(chunker.id), True
+                    copy._chunkers[variant_ref] = variant
+                    copy._sources[variant_ref] = f"{ref} cut for a {sizing.limit}-token embedder"
+                copy._substitutes.setdefault(profile, {})[ref] = copy._chunkers[variant_ref]
         return copy
 
     def __contains__(self, ref: str) -> bool:
@@ -207,15 +235,18 @@ class ChunkerRegistry:
         defaults = [c for c in self._chunkers.values() if not getattr(c, "opt_in", False)]
         return tuple(sorted(defaults, key=lambda c: (group(c), c.id, c.version)))
 
-    def order_for(self, named: Sequence[str] = ()) -> tuple[Chunker, ...]:
-        """Named versions lead in the given order; the default order stays behind them."""
+    def order_for(self, named: Sequence[str] = (), profile: str = "") -> tuple[Chunker, ...]:
+        """Named versions lead in the given order; the default order stays behind them. For a
+        ``profile``, a version cut for its embedder stands in the version's place (``sized``)."""
         lead = []
         for ref in named:
             parse_ref(ref)
             chunker = self.get(ref)
             if chunker not in lead:
                 lead.append(chunker)
-        return tuple(lead) + tuple(c for c in self.default_order() if c not in lead)
+        order = tuple(lead) + tuple(c for c in self.default_order() if c not in lead)
+        swap = self._substitutes.get(profile)
+        return tuple(swap.get(chunker_ref(c), c) for c in order) if swap else order
 
     def info(self, chunker: Any) -> ChunkerInfo:
         ref = chunker_ref(chunker)

@@ -3,7 +3,7 @@ import pytest
 from ingest_pipeline.chunkers.page import PageChunker
 from ingest_pipeline.contract import PageOutput
 from ingest_pipeline.identity import config_hash
-from ingest_pipeline.registry import ChunkerRegistry, RegistryError, parse_ref
+from ingest_pipeline.registry import ChunkerRegistry, RegistryError, parse_ref, reconfigured
 from ingest_pipeline.stages.merge import Claim, merge_claims
 from ingest_pipeline_tests.chunker_doubles import (
     THIRD_PARTY_SOURCE,
@@ -211,3 +211,38 @@ def test_settings_a_chunker_does_not_state_in_its_config_are_refused():
     assert (
         wider.info(wider.get("markdown@1")).config_hash != builtin.info(builtin.get("markdown@1")).config_hash
     )
+
+
+def test_a_profile_on_another_embedder_cuts_with_the_version_sized_for_it():
+    """pdf@4 for a 512-token embedder is a variant named by its sizing, in that profile's
+    order only; the bundled sizing keeps pdf@4 and its config hash; one sizing, one variant."""
+    from ingest_pipeline.chunkers.pdf.passages import PdfPassagesChunker
+    from ingest_pipeline.embedding.sizing import TokenSizing, minilm_sizing
+
+    registry = ChunkerRegistry()
+    registry.register(PdfPassagesChunker())
+    registry.register(PageChunker())
+    wide = TokenSizing(512, minilm_sizing().tokenizer, minilm_sizing().tokenizer_sha256)
+    budget = TokenSizing(512, chars_per_token=3)
+    base_hash = registry.info(registry.get("pdf@4")).config_hash
+    sized = registry.sized(
+        {"a": {"pdf@4": wide}, "b": {"pdf@4": None}, "c": {"pdf@4": wide}, "d": {"pdf@4": budget}}
+    )
+
+    orders = {p: [sized.info(c).ref for c in sized.order_for(["pdf@4"], p)] for p in "abcd"}
+    assert orders["b"] == ["pdf@4", "page@1"] and orders["a"] == orders["c"]
+    variant, other = orders["a"][0], orders["d"][0]
+    assert variant == f"{wide.variant_id('pdf')}@4" and variant.startswith("pdf_512_")
+    assert other.startswith("pdf_512_") and other != variant  # same limit, counted otherwise
+    assert [sized.info(c).ref for c in sized.order_for(["pdf@4"])] == ["pdf@4", "page@1"]
+    assert sized.info(sized.get("pdf@4")).config_hash == base_hash
+    hashes = {sized.info(sized.get(r)).config_hash for r in (variant, other)}
+    assert len(hashes) == 2 and base_hash not in hashes
+    assert sized.get(variant).packing().max_tokens == 480 and sized.get("pdf@4").packing().max_tokens == 224
+    assert sorted(i.ref for i in sized.infos()) == sorted(["page@1", "pdf@4", variant, other])
+    assert parse_ref(variant) == (variant.split("@")[0], 4)
+    edited = reconfigured(sized.get(variant), {"target_tokens": 200})  # a run's own config
+    assert sized.info(edited).ref == variant and edited.packing().max_tokens == 480
+    assert sized.info(edited).config_hash not in hashes
+    with pytest.raises(ValueError, match="limit"):  # a stated maximum over a model's limit
+        registry.configured({"pdf@4": {"max_tokens": 400}}).sized({"b": {"pdf@4": None}})

@@ -30,7 +30,7 @@ from ingest_pipeline.assets.common import (
 )
 from ingest_pipeline.assets.sources import pages
 from ingest_pipeline.partitions import documents_partitions
-from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry, chunker_config
+from ingest_pipeline.registry import ChunkerInfo, ChunkerRegistry, chunker_config, reconfigured
 from ingest_pipeline.resources import (
     ChunkersResource,
     EmbedderResource,
@@ -95,7 +95,7 @@ def build_chunk_asset(
         active, active_info = chunker, info
         overrides = dict(context.op_config or {})
         if overrides and overrides != {k: v for k, v in chunker_config(chunker).items() if k in overrides}:
-            active = type(chunker)(overrides)
+            active = reconfigured(chunker, overrides)
             active_info = chunkers.registry().info(active)
         started, force = time.perf_counter(), forced(context, ingest)
         keys = document_keys(context, settings, st)

@@ -62,7 +62,7 @@ def lead_versions(registry, profile) -> set[str]:
     named before them reads any of their media types (a version without media types reads
     them all)."""
     leads, taken, everything = set(), set(), False
-    for chunker in registry.order_for(profile.chunkers)[: len(dict.fromkeys(profile.chunkers))]:
+    for chunker in registry.order_for(profile.chunkers, profile.name)[: len(dict.fromkeys(profile.chunkers))]:
         info = registry.info(chunker)
         media = set(info.media_types or ())
         if everything or (media & taken) or (not media and taken):

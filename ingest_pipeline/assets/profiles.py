@@ -92,9 +92,10 @@ def _chunk_map_version(model: Embedder, order: list, cut_as: Sequence[Profile]) 
     return f"{stages.STAGE_VERSIONS['chunk_map']}:{model.model_id}:{model.max_tokens}:{versions}{routed}"
 
 
-def _routed_versions(registry: ChunkerRegistry, order: list, cut_as: Sequence[Profile]) -> list:
-    """The chunker versions of the ``cut_as`` profiles that are not in ``order``."""
-    routed = [registry.info(c) for p in cut_as for c in registry.order_for(p.chunkers)]
+def _routed_versions(registry: ChunkerRegistry, order: list, cut_as: Sequence[Profile], profile: str) -> list:
+    """The chunker versions of the ``cut_as`` profiles, as ``profile`` cuts with them, that
+    are not in ``order``."""
+    routed = [registry.info(c) for p in cut_as for c in registry.order_for(p.chunkers, profile)]
     return list({i.ref: i for i in routed if i not in order}.values())
 
 
@@ -102,8 +103,8 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
     """The profile's merged chunk map: its chunker versions' claims, first in order wins,
     sized in its embedder's tokens."""
     max_tokens = model.max_tokens
-    order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
-    routed = _routed_versions(registry, order, cut_as)
+    order = [registry.info(c) for c in registry.order_for(profile.chunkers, profile.name)]
+    routed = _routed_versions(registry, order, cut_as, profile.name)
     map_key = chunk_map_key(profile.name)
 
     @asset(

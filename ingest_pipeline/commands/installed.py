@@ -6,11 +6,12 @@ from ingest_pipeline.commands.output import as_json, table
 
 
 def passages_sized_for(p, profile) -> dict[str, int]:
-    """The token limit each token-sized chunker version of a profile cuts its passages for:
-    the profile's embedder's, or a smaller one when profiles with other embedders share it."""
+    """The token limit each token-sized chunker version of a profile cuts its passages for
+    (its embedder's), by the name the version has in that profile (a variant cut for another
+    embedder than the bundled MiniLM: ``embedding.sizing``)."""
     return {
         f"{c.id}@{c.version}": c.token_sizing.limit
-        for c in p.registry.order_for(profile.chunkers)
+        for c in p.registry.order_for(profile.chunkers, profile.name)
         if callable(getattr(c, "sized_for", None))
     }
 

@@ -10,18 +10,24 @@ config hash (and chunk ids), readable back like any setting.
 An embedder factory states the sizing of its settings with ``factory(..., sizing=fn)``
 without loading anything; a factory that states none leaves its profiles' chunkers sized
 for the bundled MiniLM (the chunk map still splits whatever passes its embedder's limit).
-When profiles with different embedders share a chunker version, it is sized for the
-smallest limit among them (``shared_sizing``): one claim serves every profile, and no
-profile's model is handed more than it reads.
+
+Each profile's passages follow its own embedder, and only its own: a chunker version cut for
+the bundled MiniLM keeps its name (``pdf@4``); cut for another sizing it is registered as a
+variant named by that sizing (``pdf_512_3fa9c1@4``: the limit and a digest of how tokens are
+counted) that takes the version's place in that profile's order. Adding, removing or changing
+another profile therefore never changes a profile's chunks, and two profiles on the same model
+share one claim.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import logging
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +62,12 @@ class TokenSizing:
 
     def same_as(self, other: TokenSizing) -> bool:
         return self.stated() == other.stated()
+
+    def variant_id(self, chunker_id: str) -> str:
+        """The id a chunker version cut for this sizing is registered under: the version's id,
+        the limit and the first six hex digits of the stated sizing's sha256."""
+        stated = json.dumps(self.stated(), sort_keys=True).encode()
+        return f"{chunker_id}_{self.limit}_{hashlib.sha256(stated).hexdigest()[:6]}"
 
     @property
     def specials(self) -> int:
@@ -111,37 +123,33 @@ def sizing_of(ref: str, settings: dict[str, Any]) -> TokenSizing | None:
     return stated(settings) if callable(stated) else None
 
 
-def shared_sizing(sizings: Iterable[TokenSizing | None]) -> TokenSizing | None:
-    """The one sizing for a chunker several profiles use: the smallest limit among theirs
-    (the first of equal ones; a profile without one counts as the bundled MiniLM's); None
-    when that is the bundled MiniLM's, so a default install's config hashes never change."""
-    chosen = None
-    for sizing in sizings:
-        sizing = sizing or minilm_sizing()
-        if chosen is None or sizing.limit < chosen.limit:
-            chosen = sizing
-    return None if chosen is None or chosen.same_as(minilm_sizing()) else chosen
+def profile_sizing(settings, profile) -> TokenSizing | None:
+    """The sizing of a profile's embedder; None for the bundled MiniLM's (either build), or
+    when its factory states none or it cannot be read (logged; the embedder then fails where
+    it is made, with its own message)."""
+    ref, options = settings.embedder_of(profile)
+    try:
+        sizing = sizing_of(ref, options)
+    except Exception as exc:  # noqa: BLE001 - reported where the embedder is made
+        log.warning("profile %s: cannot read how embedder %s counts tokens: %s", profile.name, ref, exc)
+        return None
+    return None if sizing is None or sizing.same_as(minilm_sizing()) else sizing
 
 
-def chunker_sizings(settings, registry) -> dict[str, TokenSizing | None]:
-    """For each installed chunker version that sizes by tokens (has ``sized_for`` and
-    ``token_sizing``), the
-    sizing of the profiles whose order holds it (``shared_sizing``). A factory whose sizing
-    cannot be read (a missing tokenizer file) is logged and counts as stating none; the
-    embedder itself then fails where it is made, with its own message."""
-    by_profile: dict[str, TokenSizing | None] = {}
+def chunker_sizings(settings, registry) -> dict[str, dict[str, TokenSizing | None]]:
+    """For each profile, the sizing (``profile_sizing``) of every token-sized chunker version
+    (one with ``sized_for``) it cuts with: its own order and, for the served profile, the
+    orders of the profiles routes serve documents as."""
+    from ingest_pipeline.stages.routes import served_as
+
+    sizings: dict[str, dict[str, TokenSizing | None]] = {}
     for profile in settings.profiles:
-        ref, options = settings.embedder_of(profile)
-        try:
-            by_profile[profile.name] = sizing_of(ref, options)
-        except Exception as exc:  # noqa: BLE001 - reported where the embedder is made
-            log.warning("profile %s: cannot read how embedder %s counts tokens: %s", profile.name, ref, exc)
-            by_profile[profile.name] = None
-    orders = {p.name: registry.order_for(p.chunkers) for p in settings.profiles}
-    sizings: dict[str, TokenSizing | None] = {}
-    for chunker in registry.all():
-        if not callable(getattr(chunker, "sized_for", None)):
-            continue
-        users = [name for name, order in orders.items() if chunker in order]
-        sizings[f"{chunker.id}@{chunker.version}"] = shared_sizing(by_profile[name] for name in users)
+        cut_as = served_as(settings) if profile.name == settings.default_profile else []
+        sizing = profile_sizing(settings, profile)
+        sizings[profile.name] = {
+            f"{c.id}@{c.version}": sizing
+            for p in (profile, *cut_as)
+            for c in registry.order_for(p.chunkers)
+            if callable(getattr(c, "sized_for", None))
+        }
     return sizings

@@ -71,7 +71,7 @@ def build_chunk_map(
     versions of the profile the route serves it as."""
     base = profile
     source, profile, pages, pages_fp = _inputs(store, settings, profile, document)
-    order = [registry.info(c) for c in registry.order_for(profile.chunkers)]
+    order = [registry.info(c) for c in registry.order_for(profile.chunkers, profile.name)]
     metas = claim_metas(store, order, document)
     claim_fps = [claim_content(m) for m in metas]
     fingerprint = fingerprint_of(

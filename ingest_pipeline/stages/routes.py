@@ -48,7 +48,7 @@ def chunker_refs(settings: Settings, registry: ChunkerRegistry, route: Route) ->
     for profile in settings.profiles:
         if route.goes_through(profile.name, settings.default_profile):
             cut = cut_profile(settings, route, profile)
-            refs |= {registry.info(c).ref for c in registry.order_for(cut.chunkers)}
+            refs |= {registry.info(c).ref for c in registry.order_for(cut.chunkers, cut.name)}
     return refs
 
 
@@ -59,7 +59,7 @@ def check_chunker_routed(
     chunker version ``ref`` (a version no profile uses, asked on demand, is always asked)."""
     if not settings.routes.configured:
         return
-    used = {registry.info(c).ref for p in settings.profiles for c in registry.order_for(p.chunkers)}
+    used = {registry.info(c).ref for p in settings.profiles for c in registry.order_for(p.chunkers, p.name)}
     route = settings.route_of(source)
     if ref in used and ref not in chunker_refs(settings, registry, route):
         raise NotRouted(f"route '{route.name}' sends it through no profile that uses {ref}")

@@ -58,7 +58,7 @@ def run_identity(parts) -> str:
                     {
                         (i.ref, i.config_hash)
                         for p in settings.profiles
-                        for i in map(registry.info, registry.order_for(p.chunkers))
+                        for i in map(registry.info, registry.order_for(p.chunkers, p.name))
                     }
                 ),
                 "profiles": [

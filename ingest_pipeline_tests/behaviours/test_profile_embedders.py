@@ -227,18 +227,21 @@ def _long_report() -> bytes:
 
 
 def _pdf_passages(parts, profile: str) -> dict:
+    """pdf@4's passages in a profile, by whatever name the version is cut under there."""
     (row,) = query(
         parts.lake,
         "select max(tokens) as most, count(*) as n, min(config_hash) as h, count(distinct "
-        f"config_hash) as hashes from chunks where profile = '{profile}' and chunker = 'pdf@4'",
+        "config_hash) as hashes, min(chunker) as chunker from chunks where profile = "
+        f"'{profile}' and (chunker = 'pdf@4' or chunker like 'pdf\\_%@4' escape '\\')",
     ).to_pylist()
     return row
 
 
 def test_pdf_passages_are_cut_for_the_profile_s_embedder(data_dir, tmp_path, capsys):
-    """A profile whose model reads 512 tokens gets pdf@4 passages sized for 512, with a
-    config hash whose stated values say so; a second profile on the bundled model sharing
-    pdf@4 brings the passages back to the smaller model's size, for both."""
+    """A profile whose model reads 512 tokens gets pdf@4 passages sized for 512, cut by the
+    version registered for that sizing, with a config hash whose stated values say so; a
+    second profile on the bundled model using pdf@4 gets MiniLM's passages under pdf@4's own
+    name and hash, and the first profile's chunks do not change."""
     import json
     import shutil
 
@@ -249,7 +252,7 @@ def test_pdf_passages_are_cut_for_the_profile_s_embedder(data_dir, tmp_path, cap
     shutil.copy(MiniLMEmbedder.tokenizer_path(), folder / "tokenizer.json")
     assert not ingest(parts_for(str(data_dir))).failed
     bundled = _pdf_passages(parts_for(str(data_dir)), "retrieval")
-    assert bundled["most"] <= 224
+    assert bundled["most"] <= 224 and bundled["chunker"] == "pdf@4"
 
     wide = (
         '[profiles.retrieval]\nembedder = "onnx@1"\n[profiles.retrieval.embedder_settings]\n'
@@ -259,6 +262,8 @@ def test_pdf_passages_are_cut_for_the_profile_s_embedder(data_dir, tmp_path, cap
     assert not ingest(parts_for(str(data_dir))).failed
     parts = parts_for(str(data_dir))
     sized = _pdf_passages(parts, "retrieval")
+    variant = sized["chunker"]
+    assert variant.startswith("pdf_512_") and variant.endswith("@4") and sized["hashes"] == 1
     assert 256 < sized["most"] <= 480 and sized["n"] < bundled["n"] and sized["h"] != bundled["h"]
     (stated,) = query(
         parts.lake, f"select config from configs where config_hash = '{sized['h']}'"
@@ -269,20 +274,26 @@ def test_pdf_passages_are_cut_for_the_profile_s_embedder(data_dir, tmp_path, cap
     capsys.readouterr()
     assert cli(["--data", str(data_dir), "chunkers", "--json"]) == 0
     listed = {c["chunker"]: c["config_hash"] for c in json.loads(capsys.readouterr().out)}
-    assert listed["pdf@4"] == sized["h"]  # the hash this root's settings give it
+    assert listed[variant] == sized["h"] and listed["pdf@4"] == bundled["h"]
     assert cli(["--data", str(data_dir), "embedders", "--json"]) == 0
     rows = {r["profile"]: r for r in json.loads(capsys.readouterr().out)["profiles"]}
-    assert rows["retrieval"]["passages_sized_for"] == {"pdf@4": 512}
+    assert rows["retrieval"]["passages_sized_for"] == {variant: 512}
 
     configure(data_dir, wide + '[profiles.small]\nchunkers = ["pdf@4"]\n')
     assert not ingest(parts_for(str(data_dir))).failed
     parts = parts_for(str(data_dir))
-    for profile in ("retrieval", "small"):
-        shared = _pdf_passages(parts, profile)
-        assert (shared["h"], shared["hashes"], shared["n"]) == (bundled["h"], 1, bundled["n"])
+    assert _pdf_passages(parts, "retrieval") == sized  # another profile changes nothing here
+    small = _pdf_passages(parts, "small")
+    assert (small["chunker"], small["h"], small["hashes"], small["n"]) == (
+        "pdf@4",
+        bundled["h"],
+        1,
+        bundled["n"],
+    )
     capsys.readouterr()
-    assert cli(["--data", str(data_dir), "embedders", "--json"]) == 0  # the sharing is shown
+    assert cli(["--data", str(data_dir), "embedders", "--json"]) == 0
     rows = {r["profile"]: r for r in json.loads(capsys.readouterr().out)["profiles"]}
     assert rows["retrieval"]["max_tokens"] == 512
-    assert rows["retrieval"]["passages_sized_for"] == rows["small"]["passages_sized_for"] == {"pdf@4": 256}
+    assert rows["retrieval"]["passages_sized_for"] == {variant: 512}
+    assert rows["small"]["passages_sized_for"] == {"pdf@4": 256}
     assert rows["default"]["passages_sized_for"] == {}  # pdf@4 is opt-in: not in its order
