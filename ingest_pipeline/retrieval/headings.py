@@ -1,5 +1,5 @@
-"""Ranking inside the documents a query names: the section it names, and pages that answer
-with several passages.
+"""Ranking inside the documents a query names: the section it names, figures for a question
+asking for a quantity, and pages that answer with several passages.
 
 A question about a filing often says which part of it holds the answer ("relying on the
 cash flow statement", "the segment results", "its legal proceedings"), and the passages of
@@ -11,6 +11,8 @@ index weigh them like any others. So, among the named documents' candidates:
   the heading's words the query uses, each weighed by how rare it is among the candidates'
   headings (every statement is "consolidated"; only one is "cash flows"), when the query
   uses two of them at least;
+- when the query asks for a quantity, a passage dense with numbers scores up to
+  ``quantities.NUMBER_WEIGHT`` more (``retrieval.quantities``);
 - with pages as results, a page scores its best passage plus ``PAGE_SUPPORT`` times each of
   its other passages, so a page several of whose passages match (a table split between
   rows) rises above a page with one.
@@ -26,6 +28,8 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from ingest_pipeline.retrieval.quantities import NUMBER_WEIGHT, asks_quantity, quantity_score
 
 RANK_OFFSET = 60
 HEADING_WEIGHT = 0.01  # above one rank's share (1/60 at most): a heading match leads
@@ -82,10 +86,12 @@ def ranked_by_headings(hits: list[dict[str, Any]], query: str, pages: bool) -> l
     ``pages``, each page's passages together, pages in order of their scores."""
     query_words = set(content_words(query))
     rarity = _rarity(h.get("header_path") for h in hits)
+    figures = NUMBER_WEIGHT if asks_quantity(query) else 0.0
 
     def score(rank: int, hit: Mapping[str, Any]) -> float:
         match = heading_match(query_words, hit.get("header_path"), rarity)
-        return 1.0 / (RANK_OFFSET + rank) + HEADING_WEIGHT * match
+        quantity = figures * quantity_score(hit.get("text")) if figures else 0.0
+        return 1.0 / (RANK_OFFSET + rank) + HEADING_WEIGHT * match + quantity
 
     scored = sorted(((score(rank, h), rank, h) for rank, h in enumerate(hits)), key=lambda x: (-x[0], x[1]))
     if not pages:

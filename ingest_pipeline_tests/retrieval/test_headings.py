@@ -57,3 +57,20 @@ def test_with_pages_a_page_several_passages_support_rises_and_its_passages_stay_
     assert [h["chunk_id"] for h in ranked_by_headings(hits, "net revenue growth", pages=False)] == list(
         "01234"
     )
+
+
+def test_a_question_asking_for_a_quantity_raises_passages_of_figures_and_no_other_does():
+    from ingest_pipeline.retrieval.quantities import asks_quantity, number_share
+
+    prose = "Management believes the Company is well positioned to fund its operations and growth."
+    figures = "Net sales $ 32,765 $ 32,136 Cost of sales (17,136) (16,682) Gross margin 47.7 % 48.1 %"
+    hits = [hit(12, "Overview"), hit(30, "Overview"), hit(31, "Overview")]
+    for h, text in zip(hits, (prose, figures, prose)):
+        h["text"] = text
+    assert number_share(prose) == 0.0 and number_share(figures) > 0.3  # "$" and "%" alone are words
+    assert asks_quantity("How much did net sales change between 2021 and 2022?")
+    assert asks_quantity("What was the gross margin in 2022?")
+    assert not asks_quantity("Who audits the company, and where is it incorporated?")
+    asked = ranked_by_headings(hits, "How much did net sales change between 2021 and 2022?", pages=True)
+    assert [h["page"] for h in asked] == [30, 12, 31]
+    assert ranked_by_headings(hits, "Who audits the company's statements?", pages=True) == hits
