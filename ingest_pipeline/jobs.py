@@ -13,6 +13,7 @@ from dagster import (
     op,
 )
 
+from ingest_pipeline.instance.pools import LANCEDB_POOL
 from ingest_pipeline.resources import EmbedderResource, IndexResource, IngestResource, StoreResource
 from ingest_pipeline.storage import housekeeping
 
@@ -35,7 +36,7 @@ def compact_lake(context: OpExecutionContext, store: StoreResource, embedder: Em
 
 
 @op(
-    pool="lancedb",
+    pool=LANCEDB_POOL,
     description="LanceDB optimize per table: compaction, old versions removed, indices "
     "created where missing and brought up to date. Holds the lancedb pool slot.",
 )

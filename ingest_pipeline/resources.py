@@ -50,6 +50,13 @@ class IngestResource(ConfigurableResource):
             self._settings = load_settings(self.data)
         return self._settings
 
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        """Every run makes the LanceDB writers' pool before a step claims it (``instance.pools``)."""
+        if context.instance is not None:
+            from ingest_pipeline.instance.pools import ensure_pool
+
+            ensure_pool(context.instance)
+
 
 class StoreResource(ConfigurableResource):
     """The Parquet lake under ``root`` (a folder or an object-store URI), as a ``Store``."""

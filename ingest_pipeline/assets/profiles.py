@@ -37,6 +37,7 @@ from ingest_pipeline.assets.common import (
 )
 from ingest_pipeline.assets.sources import pages
 from ingest_pipeline.embedding.port import Embedder
+from ingest_pipeline.instance.pools import LANCEDB_POOL
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.registry import ChunkerRegistry
 from ingest_pipeline.resources import (
@@ -276,7 +277,7 @@ def lancedb_asset(profile: Profile, model: Embedder):
         group_name=f"profile_{profile.name}",
         deps=[embeddings_key(profile.name)],
         kinds={"lancedb"},
-        pool="lancedb",
+        pool=LANCEDB_POOL,
         code_version=f"{stages.STAGE_VERSIONS['lancedb']}:{model.model_id}",
         description=f"Profile '{profile.name}': the documents' rows in LanceDB table "
         f"{table_name(profile.name)}.",
