@@ -9,9 +9,11 @@ from dagster import (
     AssetExecutionContext,
     AssetKey,
     Field,
+    MetadataValue,
     asset,
 )
 
+from ingest_pipeline import media_types as mt
 from ingest_pipeline import stages
 from ingest_pipeline.assets.checks import document_check, materialized_with_checks, processed_check
 from ingest_pipeline.assets.common import (
@@ -38,7 +40,9 @@ from ingest_pipeline.resources import (
     ParseWorkerResource,
     StoreResource,
 )
-from ingest_pipeline.stages.claims import claim_detail, claim_findings
+from ingest_pipeline.runtime.budget import OverBudget, stage_budget
+from ingest_pipeline.stages.claims import claim_detail, claim_findings, flagged_pages
+from ingest_pipeline.stages.page_pictures import page_picture
 from ingest_pipeline.storage.stage_names import StageName
 
 _SCALARS = {"integer": int, "number": float, "boolean": bool, "string": str}
@@ -125,7 +129,7 @@ def build_chunk_asset(
             context,
             outcomes,
             started,
-            lambda o: _claim_metadata(st, active_info, metas.get(o.document, {}), o),
+            lambda o: _claim_metadata(st, settings, active_info, metas.get(o.document, {}), o),
         )
         yield from materialized_with_checks(
             context, outcomes, {doc: claim_findings({doc: metas[doc]}, check_names) for doc in keys}
@@ -137,15 +141,41 @@ def build_chunk_asset(
 LISTED = ["page", "piece", "text", "bbox", "bbox_reason", "role", "header_path"]
 
 
-def _claim_metadata(st, info: ChunkerInfo, meta: Mapping[str, Any], outcome) -> dict[str, Any]:
-    """A chunker version's partition: its claim's detail, then every piece it cut, readable."""
+def _claim_metadata(st, settings, info: ChunkerInfo, meta: Mapping[str, Any], outcome) -> dict[str, Any]:
+    """A chunker version's partition: its claim's detail, every piece it cut, readable, and
+    for a PDF the pictures of its first page with pieces and of the pages its checks flagged."""
     detail = claim_detail(meta, info, failed=outcome.status == "failed")
     listed = meta and outcome.status != "skipped"  # a skipped document's old claim is not this run's
     table = st.lake.read("claims", info.asset_name, outcome.document, columns=LISTED) if listed else None
     if table is not None and table.num_rows:
-        path = outcome.kept.get("path") or stages.load_source(st, outcome.document)[0]["path"]
+        source = stages.load_source(st, outcome.document)[0]
+        path = outcome.kept.get("path") or source["path"]
         detail["all_pieces"] = claim_listing(table, path, info.ref)
+        if (source.get("media_type") or "").split(";")[0].strip().lower() == mt.PDF:
+            picture = _claim_picture(st, settings, info, outcome.document, path, table, meta)
+            if picture:
+                detail[PIECES_PICTURE] = MetadataValue.md(picture)
     return detail
+
+
+PIECES_PICTURE = "page_picture (piece boxes drawn)"
+
+
+def _claim_picture(st, settings, info: ChunkerInfo, document: str, path: str, table, meta) -> str | None:
+    """The pictures of a claim's pages with its pieces' boxes, under the stage's budget (a
+    document over it just has no picture)."""
+    rows = [
+        {"document_id": document, "path": path, "page": page, "index": piece, "bbox": bbox}
+        for page, piece, bbox in zip(*(table.column(c).to_pylist() for c in ("page", "piece", "bbox")))
+    ]
+    stage = StageName.chunker(info.ref).stage
+    try:
+        with stage_budget(stage, settings.stage_timeout, settings.stage_memory_bytes):
+            return page_picture(
+                st, settings, rows, flagged_pages(meta), chunker=info.ref, flagged_by=f"{info.ref}'s checks"
+            )
+    except OverBudget:
+        return None
 
 
 def _asset_spec(chunker: Any, info: ChunkerInfo, check_names: tuple, served: bool, leads: Sequence[str]):

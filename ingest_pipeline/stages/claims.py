@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -382,6 +382,24 @@ def claim_detail(meta: dict[str, Any], info: ChunkerInfo, failed: bool) -> dict[
     if meta.get("metrics"):
         detail["chunker_metrics"] = meta["metrics"]
     return detail
+
+
+def flagged_pages(meta: Mapping[str, Any]) -> list[int]:
+    """The pages a claim's failing checks name, the way the built-in checks name them: a
+    ``page`` in a list of findings, or a page number as the key of a mapping."""
+    pages: set[int] = set()
+    for check in meta.get("checks") or ():
+        if check.get("passed"):
+            continue
+        for value in (check.get("metadata") or {}).values():
+            if isinstance(value, list):
+                named = (v.get("page") for v in value if isinstance(v, dict))
+            elif isinstance(value, dict):
+                named = iter(value)
+            else:
+                continue
+            pages |= {int(p) for p in named if str(p).isdigit()}
+    return sorted(pages)
 
 
 def claim_findings(metas: dict[str, dict[str, Any]], check_names: Sequence[str]) -> list[Finding]:

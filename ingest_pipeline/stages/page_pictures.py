@@ -431,12 +431,14 @@ def page_picture(
     also: Sequence[int] = (),
     profile: str | None = None,
     most: int = 4,
+    chunker: str | None = None,
+    flagged_by: str = "page_text_covered",
 ) -> str | None:
     """Markdown showing the first page with geometry among ``rows`` and the pages in
-    ``also`` (the ones a check flagged, say), at most ``most`` in all, each with its chunk
+    ``also`` (the ones ``flagged_by`` flagged), at most ``most`` in all, each with its chunk
     boxes drawn on the page rendered from the source bytes; then, for the other pages, the
-    command that draws any of them. None when no row has a box, or the bytes can no longer
-    be read."""
+    command that draws any of them (a ``profile``'s chunks, or a ``chunker`` version's
+    pieces). None when no row has a box, or the bytes can no longer be read."""
     first = next((r for r in rows if r["bbox"] is not None), None)
     if first is None:
         return None
@@ -466,13 +468,14 @@ def page_picture(
             fills=[drawn_in(r) for r in same_page] if drawn_in else None,
         )
         if png is not None:
-            why = "" if page == first["page"] else " (flagged by page_text_covered)"
+            why = "" if page == first["page"] else f" (flagged by {flagged_by})"
             parts.append(f"{path}, page {page}{why}:\n\n" + preview_markdown_image(png, f"{path} p{page}"))
     if not parts:
         return None
-    if profile and len(sizes) > len(wanted):
+    drawn = f"--chunker {chunker}" if chunker else f"--profile {profile}" if profile else None
+    if drawn and len(sizes) > len(wanted):
         parts.append(
             f"Any other of its {len(sizes)} pages: "
-            f"`ingest-pipeline show '{path}' --page N --profile {profile} --out page.png`"
+            f"`ingest-pipeline show '{path}' --page N {drawn} --out page.png`"
         )
     return "\n\n".join(parts)

@@ -2,10 +2,12 @@
 out on purpose; the partition draws the pages it flagged beside its first page and names the
 command that draws any other; each check result belongs to the document it judged, so a
 later run of another document does not hide it; a slide's picture shows its text and its
-pictures (through Dagster, real lake and model)."""
+pictures; a chunker version's PDF partition draws its pieces on its first page and on the
+pages its own checks flagged (through Dagster, real lake and model)."""
 
 from dagster import AssetCheckKey, AssetKey
 
+from ingest_pipeline.assets.chunks import PIECES_PICTURE
 from ingest_pipeline.assets.profiles import PAGE_PICTURE
 from ingest_pipeline_tests.chunker_doubles import install_distribution
 from ingest_pipeline_tests.dagster_helpers import (
@@ -39,6 +41,31 @@ class ClippedChunker(BaseChunker):
             PageChunks(page=p.page, pieces=(
                 ChunkPiece(text=" ".join(p.text.split()[:3]), bbox=(0.1, 0.05, 0.9, 0.1)),))
             for p in pages if p.status == "read" and p.text.strip())
+"""
+
+
+# A third-party chunker whose own check fails on the fourth page, naming it.
+CHECKED_SOURCE = """
+from ingest_pipeline.chunkers.base import BaseChunker
+from ingest_pipeline.contract import CheckOutcome, ChunkPiece, PageChunks
+
+
+class CheckedChunker(BaseChunker):
+    id = "checked"
+    version = 1
+    summary = "a PDF page's text as one piece, its fourth page judged too short"
+    check_names = ("long_enough",)
+
+    def chunk(self, content, media_type, pages):
+        if media_type != "application/pdf":
+            return ()
+        return tuple(
+            PageChunks(page=p.page, pieces=(ChunkPiece(text=p.text, bbox=(0.1, 0.05, 0.9, 0.4)),))
+            for p in pages if p.status == "read" and p.text.strip())
+
+    def check(self, content, media_type, pages, answer):
+        return (CheckOutcome(name="long_enough", passed=False, description="pages long enough",
+                             metadata={"short": [{"page": 4, "words": 3}]}),)
 """
 
 
@@ -157,3 +184,31 @@ def test_a_slides_picture_shows_its_text_and_its_picture(data_dir):
     ink = sum(max(p) < 120 for p in pixels)
     assert reds > 0.05 * len(pixels)  # the slide's picture, drawn where it sits
     assert ink > 200  # the slide's text, written in its box (not an empty outline on white)
+
+
+def test_a_chunker_version_s_partition_draws_its_pieces_and_the_pages_its_checks_flagged(
+    data_dir, tmp_path, monkeypatch
+):
+    site = install_distribution(
+        tmp_path / "site", "acme_checked", CHECKED_SOURCE, {"checked": "acme_checked:CheckedChunker"}
+    )
+    monkeypatch.syspath_prepend(str(site))
+    (data_dir / "sources" / "ledger.pdf").write_bytes(_headed_pdf())
+    (data_dir / "sources" / "notes.txt").write_text("Barley was planted early this year.\n", encoding="utf-8")
+    pipeline = fresh_pipeline(data_dir)
+    instance = temporary_instance(data_dir)
+    result = run_batch(pipeline, instance, register(pipeline, instance))
+    assert result.success
+    meta = materializations(result)
+    ledger = next(k for k in meta["chunks/checked_v1"] if k.startswith("ledger"))
+    picture = meta["chunks/checked_v1"][ledger][PIECES_PICTURE]
+    assert picture.startswith("ledger.pdf, page 1:") and picture.count("](data:image/png;base64,") == 2
+    assert "ledger.pdf, page 4 (flagged by checked@1's checks):" in picture
+    assert picture.endswith(
+        "Any other of its 6 pages: "
+        "`ingest-pipeline show 'ledger.pdf' --page N --chunker checked@1 --out page.png`"
+    )
+    (served,) = [m[PIECES_PICTURE] for k, m in meta["chunks/pdf_v4"].items() if k.startswith("ledger")]
+    assert served.count("](data:image/png;base64,") == 1 and "--chunker pdf@4" in served  # no check failed
+    notes = next(m for k, m in meta["chunks/lines_v1"].items() if k.startswith("notes"))
+    assert PIECES_PICTURE not in notes  # pictures are drawn for PDFs only
