@@ -46,6 +46,11 @@ _OOXML_MAIN = (("word/", DOCX), ("ppt/", PPTX), ("xl/", XLSX))
 PDF_HEADER_WINDOW = 1024  # PDF readers accept junk before %PDF within the first KiB
 
 
+def base(media_type: str | None) -> str:
+    """A media type without its parameters, lower case (``text/csv; charset=utf-8`` -> ``text/csv``)."""
+    return (media_type or "").split(";", 1)[0].strip().lower()
+
+
 def by_name(name: str) -> str | None:
     return _BY_SUFFIX.get(PurePosixPath(name).suffix.lower())
 

@@ -151,7 +151,7 @@ def _claim_metadata(st, settings, info: ChunkerInfo, meta: Mapping[str, Any], ou
         source = stages.load_source(st, outcome.document)[0]
         path = outcome.kept.get("path") or source["path"]
         detail["all_pieces"] = claim_listing(table, path, info.ref)
-        if (source.get("media_type") or "").split(";")[0].strip().lower() == mt.PDF:
+        if mt.base(source.get("media_type")) == mt.PDF:
             picture = _claim_picture(st, settings, info, outcome.document, path, table, meta)
             if picture:
                 detail[PIECES_PICTURE] = MetadataValue.md(picture)

@@ -232,7 +232,7 @@ def show_page(
     source = find_source(p.lake, ref)
     if source is None:
         raise ShowError(f"no document {ref!r} (use a document_id or its path)")
-    media = (source["media_type"] or "").split(";")[0]
+    media = mt.base(source["media_type"])
     if media not in GEOMETRY:
         raise ShowError(
             f"{source['path']} is {media}: that format has no page geometry (its chunks carry "

@@ -23,7 +23,7 @@ def page_png(
     source = parts.store.source(document)
     if source is None:
         raise ShowError(f"no document {document!r}")
-    media = (source["media_type"] or "").split(";")[0]
+    media = mt.base(source["media_type"])
     shown = display_name(source["path"])
     if media not in (mt.PDF, mt.PPTX):
         raise ShowError(f"{shown} is {media}: it has no pages to draw")

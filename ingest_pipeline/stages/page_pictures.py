@@ -83,7 +83,7 @@ def render_page_preview(
     if labels is not None and len(labels) != len(boxes):
         raise ValueError(f"{len(labels)} labels for {len(boxes)} boxes")
 
-    if _base_type(media_type) != mt.PDF:
+    if mt.base(media_type) != mt.PDF:
         canvas = _canvas(width_px, aspect)
         if fills is not None:
             _fill_canvas(canvas, boxes, fills)
@@ -113,7 +113,7 @@ def page_backdrop(
     document's password (its route's password file, or the passwords file)."""
     if width_px < 1:
         raise ValueError(f"width_px must be at least 1, got {width_px}")
-    if _base_type(source["media_type"]) == mt.PDF:
+    if mt.base(source["media_type"]) == mt.PDF:
         try:
             password = password_of(settings, source)
         except StageError:  # a route's password file that cannot be read: nothing to render
@@ -139,10 +139,6 @@ def preview_markdown_image(png: bytes, alt: str) -> str:
 
 
 # --------------------------------------------------------------------------- pictures
-
-
-def _base_type(media_type: str) -> str:
-    return (media_type or "").split(";", 1)[0].strip().lower()
 
 
 def _render_pdf_page(content: bytes, page: int, width_px: int, password: str | None):
@@ -449,7 +445,7 @@ def page_picture(
     except Exception:
         return None
     page_sizes = store.page_rows(first["document_id"], columns=["page", "width", "height"])
-    drawn_in = _slide_fills(store, rows, profile) if _base_type(source["media_type"]) != mt.PDF else None
+    drawn_in = _slide_fills(store, rows, profile) if mt.base(source["media_type"]) != mt.PDF else None
     sizes = {r["page"]: (r["width"], r["height"]) for r in page_sizes}
     wanted = list(dict.fromkeys([first["page"], *sorted(p for p in also if p in sizes)]))[:most]
     path = display_name(first["path"])
