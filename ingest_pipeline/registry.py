@@ -186,19 +186,21 @@ class ChunkerRegistry:
         order (``order_for(..., profile=)``)."""
         copy = ChunkerRegistry(self._reserved)
         copy._chunkers, copy._sources = dict(self._chunkers), dict(self._sources)
+        made: set[str] = set()  # each version, or variant, cut once however many profiles use it
         for profile, refs in sizings.items():
             for ref, sizing in refs.items():
                 chunker = self._chunkers[ref]
-                if sizing is None:  # checked against the bundled model's limit
-                    copy._chunkers[ref] = chunker.sized_for(None)
-                    continue
-                variant_ref = f"{sizing.variant_id(chunker.id)}@{chunker.version}"
-                if variant_ref not in copy._chunkers:
-                    variant = chunker.sized_for(sizing)
-                    variant.id, variant.opt_in = sizing.variant_id(chunker.id), True
-                    copy._chunkers[variant_ref] = variant
-                    copy._sources[variant_ref] = f"{ref} cut for a {sizing.limit}-token embedder"
-                copy._substitutes.setdefault(profile, {})[ref] = copy._chunkers[variant_ref]
+                vid = chunker.id if sizing is None else sizing.variant_id(chunker.id)
+                sized_ref = f"{vid}@{chunker.version}"
+                if sized_ref not in made:
+                    made.add(sized_ref)
+                    sized = chunker.sized_for(sizing)  # None: checked against the bundled limit
+                    if sizing is not None:
+                        sized.id, sized.opt_in = vid, True
+                        copy._sources[sized_ref] = f"{ref} cut for a {sizing.limit}-token embedder"
+                    copy._chunkers[sized_ref] = sized
+                if sizing is not None:
+                    copy._substitutes.setdefault(profile, {})[ref] = copy._chunkers[sized_ref]
         return copy
 
     def __contains__(self, ref: str) -> bool:

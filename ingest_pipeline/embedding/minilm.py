@@ -13,7 +13,7 @@ from ingest_pipeline.embedding.onnx_text import OnnxTextEmbedder
 from ingest_pipeline.embedding.port import Embedder, factory, refuse_unknown
 from ingest_pipeline.embedding.sizing import minilm_sizing
 
-__all__ = ["Embedder", "MiniLMEmbedder", "default_embedder", "minilm", "weights_sha256"]
+__all__ = ["Embedder", "MiniLMEmbedder", "default_embedder", "minilm"]
 
 
 class MiniLMEmbedder(OnnxTextEmbedder):

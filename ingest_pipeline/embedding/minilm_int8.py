@@ -26,7 +26,8 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-from ingest_pipeline.embedding.minilm import MiniLMEmbedder, bundled_sizing, weights_sha256
+from ingest_pipeline.embedding.bundled_files import weights_sha256
+from ingest_pipeline.embedding.minilm import MiniLMEmbedder, bundled_sizing
 from ingest_pipeline.embedding.onnx_text import OnnxTextEmbedder
 from ingest_pipeline.embedding.port import factory, refuse_unknown
 from ingest_pipeline.identity import sha256_file

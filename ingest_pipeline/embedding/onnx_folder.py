@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ingest_pipeline.embedding.minilm import weights_sha256
+from ingest_pipeline.embedding.bundled_files import weights_sha256
 from ingest_pipeline.embedding.onnx_text import OnnxTextEmbedder
 from ingest_pipeline.embedding.port import factory, refuse_unknown
 

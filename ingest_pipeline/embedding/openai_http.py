@@ -120,9 +120,8 @@ class OpenAIEmbedder:
         return self.sizing.offsets(text)
 
     def _fit(self, text: str) -> str:
-        """The text cut to the model's limit (chunks are sized to it; a query may not be)."""
-        if not self.sizing.tokenizer:
-            return text[: int(self.max_tokens * self.chars_per_token)]
+        """The text cut to the model's limit (chunks are sized to it; a query may not be), in
+        the tokens its sizing counts, so a text cut here counts as fitting."""
         spans = self.token_offsets(text)
         limit = self.max_tokens - self.sizing.specials
         return text if len(spans) <= limit else text[: spans[limit - 1][1]]
