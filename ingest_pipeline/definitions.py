@@ -8,10 +8,12 @@ from ingest_pipeline.assets.common import lead_versions
 from ingest_pipeline.assets.evaluation import build_eval_asset
 from ingest_pipeline.assets.profiles import build_profile_assets
 from ingest_pipeline.assets.sources import pages, sources
+from ingest_pipeline.instance.failure_records import RECORD_JOB
 from ingest_pipeline.instance.run_tags import k8s_run_tags
 from ingest_pipeline.jobs import housekeeping_job, housekeeping_schedule
 from ingest_pipeline.partitions import documents_partitions
 from ingest_pipeline.resources import resources_for
+from ingest_pipeline.sensors.failed_documents import build_failed_documents_sensor
 from ingest_pipeline.sensors.folder import build_source_sensor
 from ingest_pipeline.settings import Settings, load_settings
 from ingest_pipeline.stages.routes import served_as
@@ -71,6 +73,14 @@ def build_definitions(settings: Settings, resources: dict | None = None) -> Defi
         description="The per-document assets the profiles need, for a batch of documents "
         "(one run, many partitions).",
     )
+    record_job = define_asset_job(
+        RECORD_JOB,
+        selection=AssetSelection.assets(*per_document),
+        partitions_def=documents_partitions,
+        tags={WORK_TAG: "record", **k8s_run_tags("record")},
+        description="Records a batch's failed documents as failed partitions: each step fails "
+        "at once with the reasons the batch gave, reading nothing (instance.failure_records).",
+    )
     catalog_job = define_asset_job(
         CATALOG_JOB,
         selection=AssetSelection.assets(catalog),
@@ -80,9 +90,12 @@ def build_definitions(settings: Settings, resources: dict | None = None) -> Defi
     evals = [build_eval_asset(profile) for profile in settings.indexed_profiles]
     return Definitions(
         assets=[*per_document, catalog, *evals],
-        jobs=[ingest_job, catalog_job, housekeeping_job],
+        jobs=[ingest_job, catalog_job, record_job, housekeeping_job],
         schedules=[housekeeping_schedule],
-        sensors=[build_source_sensor(ingest_job, catalog_job, settings.sensor_interval)],
+        sensors=[
+            build_source_sensor(ingest_job, catalog_job, settings.sensor_interval),
+            build_failed_documents_sensor(record_job, [k for a in per_document for k in a.keys]),
+        ],
         resources=resources,
         executor=executor_for(settings),
     )

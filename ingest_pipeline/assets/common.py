@@ -22,6 +22,7 @@ from dagster import (
 )
 
 from ingest_pipeline.identity import display_name
+from ingest_pipeline.instance.failure_records import raise_recorded_failure
 from ingest_pipeline.instance.run_tags import failure_tags
 from ingest_pipeline.runtime import progress
 from ingest_pipeline.runtime.collector import fewer_collections
@@ -125,10 +126,12 @@ def document_keys(
     context: AssetExecutionContext, settings: Settings, store: Store, register: bool = False
 ) -> list[str]:
     """The documents a run works on: its partition keys, a shard key (shard mode) standing
-    for the documents of its manifest. ``register`` writes their inventory rows first."""
+    for the documents of its manifest. ``register`` writes their inventory rows first. In a
+    record run (``instance.failure_records``) the step fails here with the recorded reasons."""
     from ingest_pipeline.documents import DocumentEntry
     from ingest_pipeline.storage.shards import documents_of
 
+    raise_recorded_failure(context)
     scheme = settings.shard_scheme
     if scheme is None:
         return list(context.partition_keys)

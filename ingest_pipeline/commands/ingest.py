@@ -34,6 +34,7 @@ from ingest_pipeline.storage.stage_names import StageName
 
 # In-process runs log to the Dagster instance (the UI shows them); the terminal gets errors only.
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+SILENT = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 @dataclass
@@ -309,6 +310,7 @@ def run_plan(
     finally:
         if watcher:
             watcher.finished(board)
+    record_failures(defs, instance, resources, report.run_ids)
     if report.run_ids or report.removed or not _catalog_exists(parts.settings):
         refreshed = defs.resolve_job_def(CATALOG_JOB).execute_in_process(
             instance=instance,
@@ -326,6 +328,27 @@ def run_plan(
                 }
             )
     return heard
+
+
+def record_failures(defs, instance: Any, resources: dict, run_ids: Sequence[str]) -> None:
+    """The record runs of the batches' failed documents, in this process (under the daemon
+    the ``failed_documents_sensor`` asks for them): Dagster then shows those partitions
+    failed. They read events only; a record run's failure is its purpose, not an error."""
+    from ingest_pipeline.instance.failure_records import RECORD_JOB, failed_statuses, failure_records
+
+    job = defs.resolve_job_def(RECORD_JOB)
+    ordered = instance.get_dynamic_partitions(DOCUMENTS)
+    for run_id in run_ids:
+        statuses = failed_statuses(instance, run_id)
+        for record in failure_records(statuses, ordered, job.asset_layer.selected_asset_keys):
+            job.execute_in_process(
+                instance=instance,
+                resources=resources,
+                raise_on_error=False,
+                run_config=SILENT,  # the failure is the point: not printed as an error
+                asset_selection=list(record.assets),
+                tags={**record.tags(run_id), **process_tags(), IN_PROCESS_TAG: "true"},
+            )
 
 
 def report_plan(parts: Parts, plan: IngestPlan, heard: dict[str, dict[str, DocumentEvent]]) -> None:

@@ -1,7 +1,7 @@
 """What a run asks Kubernetes for, by the kind of work it does (the dagster-k8s/config tag
 the K8sRunLauncher reads). An ingest run reads, OCRs scanned pages (~2 CPU s a page) and
 embeds (the model's session and the parse worker's 6 GiB address-space limit); a catalog
-run only lists the lake and writes views.
+run only lists the lake and writes views; a record run (``failure_records``) reads events.
 
 The tag is given only where the runs are Kubernetes Jobs: in a pod (Kubernetes sets
 ``KUBERNETES_SERVICE_HOST`` in every one), or when ``INGEST_K8S_TAGS=1`` says so. A local
@@ -16,6 +16,7 @@ K8S_CONFIG_TAG = "dagster-k8s/config"
 RUN_RESOURCES: dict[str, dict[str, dict[str, str]]] = {
     "ingest": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "8Gi"}},
     "catalog": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
+    "record": {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
 }
 
 

@@ -1,7 +1,7 @@
 """What a person sees in the Dagster UI after two ingests, in a real browser: a document that
-failed shows failed on its partitions downstream, first thing; a document's failed check
-stays failed after a later passing run of another document, with its failing pages; a
-partition lists its chunks in full and draws a page other than page 1.
+failed is a failed (red) partition of the stages from its failure on, with its reason; a
+document's failed check stays failed after a later passing run of another document, with its
+failing pages; a partition lists its chunks in full and draws a page other than page 1.
 
 The command line ingests (its runs land in the root's DAGSTER_HOME), then ``dagster dev`` on
 the same root serves what they recorded, and chromium reads it.
@@ -17,7 +17,13 @@ import sys
 from pathlib import Path
 
 from ingest_pipeline_tests.assets.test_flagged_page_pictures import CLIPPED_SOURCE, _headed_pdf
-from ingest_pipeline_tests.behaviours.test_daemon import BROWSER_ARGS, _finished_ingest, _open, _wait_text
+from ingest_pipeline_tests.behaviours.test_daemon import (
+    BROWSER_ARGS,
+    _finished_ingest,
+    _open,
+    _runs,
+    _wait_text,
+)
 from ingest_pipeline_tests.chunker_doubles import install_distribution
 from ingest_pipeline_tests.dagster_dev import dagster_dev, wait_for
 
@@ -47,6 +53,21 @@ def _markdown(page, label: str, pattern: str) -> str:
     return text
 
 
+def _recorded(dev, batches: list[dict]) -> bool:
+    """Whether the last ingest run's failures have a record run that ended (failed)."""
+    from ingest_pipeline.instance.failure_records import RECORD_JOB, RECORD_OF_TAG
+
+    if not batches:
+        return False
+    last = batches[0]["runId"]  # newest first
+    return any(
+        r["jobName"] == RECORD_JOB
+        and r["status"] == "FAILURE"
+        and {"key": RECORD_OF_TAG, "value": last} in r["tags"]
+        for r in _runs(dev)
+    )
+
+
 def _document_id(data: Path, name: str) -> str:
     from ingest_pipeline.storage.catalog import query
     from ingest_pipeline.storage.lake import Lake
@@ -72,14 +93,22 @@ def test_a_failed_check_stays_on_its_document_and_its_chunks_and_pages_are_reada
     with dagster_dev(data_dir, env={"PYTHONPATH": str(site), "INGEST_SENSOR_INTERVAL": "2"}) as dev:
         # the sensor's first look finds the three files new to it: its run ends before we look
         wait_for(lambda: _finished_ingest(dev, 3), 300, 2, "the sensor's run to end", dev)
+        # its batch failed the cut PDF again, and the failed-documents sensor records that
+        wait_for(lambda: _recorded(dev, _finished_ingest(dev, 3)), 300, 2, "the record run", dev)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(
                 executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=BROWSER_ARGS
             )
             try:
                 page = browser.new_page(viewport={"width": 1600, "height": 1400})
-                # the failed document's partition of the served chunk map says so first
+                # the failed document's partition of the served chunk map is red, and says why
+                _open(page, f"{dev.url}/assets/chunk_map_retrieval?view=partitions")
+                _wait_text(page, r"Failed \(1\)\s+Materialized \(2\)")
+                page.get_by_text("Materialized (2)", exact=True).click(timeout=60_000)  # only the failed
+                listed = _wait_text(page, r"Failed \(1\)[\s\S]*Missing \(0\)\s+" + cut)
+                assert ledger not in listed and notes not in listed
                 _open(page, f"{dev.url}/assets/chunk_map_retrieval?view=partitions&partition={cut}")
+                _wait_text(page, r"failed, and did not materialize this asset")
                 told = _wait_text(page, r"status\s+FAILED upstream, in pages: PDFium cannot open it")
                 assert told.index("FAILED upstream") < told.index("profile")
                 checks = f"{dev.url}/assets/chunk_map_retrieval?view=checks"

@@ -25,6 +25,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from ingest_pipeline.definitions import CATALOG_JOB, INGEST_JOB, WORK_TAG, build_definitions
+from ingest_pipeline.instance.failure_records import RECORD_JOB
 from ingest_pipeline.instance.run_tags import K8S_CONFIG_TAG, RUN_RESOURCES
 from ingest_pipeline.settings import load_settings
 
@@ -246,7 +247,9 @@ def test_runs_ask_kubernetes_for_resources_by_kind_of_work_only_on_kubernetes(tm
         {K8S_CONFIG_TAG: json.dumps({"container_config": default_pod})}
     )
     assert memory_gib(ingest.tags) > memory_gib(catalog.tags)
-    assert set(RUN_RESOURCES) == {"ingest", "catalog"}
+    record = defs.resolve_job_def(RECORD_JOB)  # it reads events, as a catalog run reads the lake
+    assert record.tags[WORK_TAG] == "record" and memory_gib(ingest.tags) > memory_gib(record.tags)
+    assert set(RUN_RESOURCES) == {"ingest", "catalog", "record"}
 
 
 def test_the_image_installs_the_deploy_extra_and_checks_the_model_is_inside():
