@@ -15,6 +15,7 @@ from dagster import (
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_START_TAG, PARTITION_NAME_TAG
 
 from ingest_pipeline.instance.failure_records import RECORD_OF_TAG, failed_statuses, failure_records
+from ingest_pipeline.instance.run_tags import FAILED_DOCUMENTS_TAG
 from ingest_pipeline.partitions import DOCUMENTS
 
 
@@ -36,6 +37,10 @@ def build_failed_documents_sensor(record_job, recordable, interval_seconds: int 
         partitioned = run.tags.get(ASSET_PARTITION_RANGE_START_TAG) or run.tags.get(PARTITION_NAME_TAG)
         if run.job_name == record_job.name or RECORD_OF_TAG in run.tags or not partitioned:
             return SkipReason(f"run {run.run_id} has no documents to record")
+        if not run.asset_selection and FAILED_DOCUMENTS_TAG not in run.tags:
+            # every stage ran and none counted a failure on the run's tags (a run of some
+            # stages may hold documents failed upstream of them: its events are read)
+            return SkipReason(f"run {run.run_id} failed no document")
         statuses = failed_statuses(context.instance, run.run_id)
         if not statuses:
             return SkipReason(f"run {run.run_id} failed no document")

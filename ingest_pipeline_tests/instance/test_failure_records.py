@@ -4,7 +4,7 @@ and a later run that reads it cleanly turns its partitions back."""
 
 from __future__ import annotations
 
-from dagster import AssetCheckKey, AssetKey, DagsterEventType, build_run_status_sensor_context
+from dagster import AssetCheckKey, AssetKey, DagsterEventType, SkipReason, build_run_status_sensor_context
 from dagster._core.storage.event_log.base import PartitionKeyFilter
 from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 
@@ -87,11 +87,7 @@ def test_an_ingest_shows_its_failed_document_failed_from_its_stage_on_until_it_r
     # Under the daemon, the sensor asks for the same record run after the batch's success.
     defs = build_definitions(parts_for(str(data_dir)).settings)
     sensor = defs.resolve_sensor_def("failed_documents_sensor")
-    success = instance.all_logs(batch.run_id, of_type=DagsterEventType.RUN_SUCCESS)[0].dagster_event
-    with build_run_status_sensor_context(
-        sensor_name=sensor.name, dagster_event=success, dagster_instance=instance, dagster_run=batch
-    ) as context:
-        requests = list(sensor(context))
+    requests = _asked(sensor, instance, batch)
     assert len(requests) == 1
     assert requests[0].tags == FailureRecord((cut,), ()).tags(batch.run_id)
     assert set(requests[0].asset_selection) == set(record.asset_selection)
@@ -102,3 +98,15 @@ def test_an_ingest_shows_its_failed_document_failed_from_its_stage_on_until_it_r
     for name in ("pages", "chunk_map_retrieval", "lancedb_retrieval"):
         assert _failed(instance, name) == set(), name
     assert len([r for r in instance.get_runs() if r.job_name == RECORD_JOB]) == 1  # nothing new to record
+    clean = next(r for r in instance.get_runs() if r.job_name == INGEST_JOB)  # newest first
+    assert clean.run_id != batch.run_id and isinstance(_asked(sensor, instance, clean), SkipReason)
+
+
+def _asked(sensor, instance, run):
+    """What the failed-documents sensor asks for once ``run`` succeeded."""
+    success = instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_SUCCESS)[0].dagster_event
+    with build_run_status_sensor_context(
+        sensor_name=sensor.name, dagster_event=success, dagster_instance=instance, dagster_run=run
+    ) as context:
+        result = sensor(context)
+    return result if isinstance(result, SkipReason) else list(result)
