@@ -93,6 +93,11 @@ class EmbeddingCache:
 FLUSH_TEXTS = 64
 
 
+# What the step reads of a chunk map: a batch holds every pending document's until its
+# vectors are written, and the rest (boxes, layout, a table's cells) is the larger part.
+EMBEDDED_COLUMNS = ["chunk_id", "text", "embed_text", "image"]
+
+
 def documents_to_embed(
     store: Store,
     embedder: Embedder,
@@ -107,7 +112,7 @@ def documents_to_embed(
     pending: list[tuple[str, pa.Table, str]] = []
     for document in documents:
         try:
-            table = store.chunk_map(profile.name, document)
+            table = store.chunk_map(profile.name, document, columns=EMBEDDED_COLUMNS)
             if table is None:
                 finish(document, skipped(store, document, "no chunk map"))
                 continue

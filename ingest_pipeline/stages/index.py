@@ -20,6 +20,7 @@ from ingest_pipeline.stages.common import (
     UpstreamMissing,
     fingerprint_of,
 )
+from ingest_pipeline.storage import tables
 from ingest_pipeline.storage.store import Store
 from ingest_pipeline.storage.vector_index import (
     LEGACY_MODEL_ID,
@@ -28,6 +29,12 @@ from ingest_pipeline.storage.vector_index import (
     index_schema,
     search_text,
 )
+
+# What the step reads of a chunk map: the columns a LanceDB row takes over, and the embedding
+# text its keyword text is made from; a table's cells and the layout stay in the lake.
+INDEXED_COLUMNS = [
+    name for name in index_schema(1).names if name in tables.CHUNKS.names and name != "image"
+] + ["embed_text"]
 
 
 def index_document(
@@ -41,7 +48,7 @@ def index_document(
 ) -> Outcome:
     """Make the profile's LanceDB table hold exactly this document's current chunks; the
     table records ``embedder``'s identity (a table another embedder built is made anew)."""
-    chunks = store.chunk_map(profile.name, document)
+    chunks = store.chunk_map(profile.name, document, columns=INDEXED_COLUMNS)
     vectors = store.embeddings(profile.name, document)
     model = _table_model(embedder, vectors, index.dim)
     if chunks is None and store.has_index_marker(profile.name, document):
@@ -65,7 +72,7 @@ def index_document(
     ):
         return Outcome(document, "unchanged", {"rows": marker.get("rows"), **UNCHANGED})
     rows = []
-    for row in chunks.drop_columns(["image"]).to_pylist():
+    for row in chunks.to_pylist():
         # Image chunks are indexed without a vector until an image embedder is configured:
         # a filter finds them, vector search skips them.
         is_image = row["text"] is None
