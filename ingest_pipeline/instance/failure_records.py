@@ -24,7 +24,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dagster import AssetKey, DagsterEventType, Failure, MetadataValue
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    MAX_RETRIES_TAG,
+)
 
 RECORD_JOB = "record_failed_documents"
 # On a record run: the run whose failures it records.
@@ -45,6 +49,7 @@ class FailureRecord:
             RECORD_OF_TAG: run_id,
             ASSET_PARTITION_RANGE_START_TAG: self.documents[0],
             ASSET_PARTITION_RANGE_END_TAG: self.documents[-1],
+            MAX_RETRIES_TAG: "0",  # its failure is its purpose: an instance's run retries skip it
         }
 
 

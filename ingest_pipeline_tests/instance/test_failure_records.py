@@ -42,6 +42,7 @@ def test_documents_failed_alike_and_side_by_side_share_a_record_run():
         RECORD_OF_TAG: "run-1",
         "dagster/asset_partition_range_start": "a",
         "dagster/asset_partition_range_end": "b",
+        "dagster/max_retries": "0",  # never retried by an instance's run retries
     }
     assert failure_records(statuses, ordered, [PAGES, CHUNK, MAP], limit=2) == records[:2]
     assert failure_records({}, ordered, [PAGES]) == []
