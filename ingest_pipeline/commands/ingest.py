@@ -336,6 +336,8 @@ def record_failures(defs, instance: Any, resources: dict, run_ids: Sequence[str]
     failed. They read events only; a record run's failure is its purpose, not an error."""
     from ingest_pipeline.instance.failure_records import RECORD_JOB, failed_statuses, failure_records
 
+    if not run_ids:
+        return
     job = defs.resolve_job_def(RECORD_JOB)
     ordered = instance.get_dynamic_partitions(DOCUMENTS)
     for run_id in run_ids:
