@@ -12,7 +12,6 @@ from dagster import (
     SkipReason,
     run_status_sensor,
 )
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_START_TAG, PARTITION_NAME_TAG
 
 from ingest_pipeline.instance.failure_records import RECORD_OF_TAG, failed_statuses, failure_records
 from ingest_pipeline.instance.run_tags import FAILED_DOCUMENTS_TAG
@@ -34,8 +33,7 @@ def build_failed_documents_sensor(record_job, recordable, interval_seconds: int 
     )
     def failed_documents_sensor(context: RunStatusSensorContext):
         run = context.dagster_run
-        partitioned = run.tags.get(ASSET_PARTITION_RANGE_START_TAG) or run.tags.get(PARTITION_NAME_TAG)
-        if run.job_name == record_job.name or RECORD_OF_TAG in run.tags or not partitioned:
+        if run.job_name == record_job.name or RECORD_OF_TAG in run.tags or not run.is_partitioned:
             return SkipReason(f"run {run.run_id} has no documents to record")
         if not run.asset_selection and FAILED_DOCUMENTS_TAG not in run.tags:
             # every stage ran and none counted a failure on the run's tags (a run of some

@@ -32,9 +32,7 @@ from ingest_pipeline.storage.vector_index import (
 
 # What the step reads of a chunk map: the columns a LanceDB row takes over, and the embedding
 # text its keyword text is made from; a table's cells and the layout stay in the lake.
-INDEXED_COLUMNS = [
-    name for name in index_schema(1).names if name in tables.CHUNKS.names and name != "image"
-] + ["embed_text"]
+INDEXED_COLUMNS = [name for name in index_schema(1).names if name in tables.CHUNKS.names] + ["embed_text"]
 
 
 def index_document(
