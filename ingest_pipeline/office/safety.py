@@ -34,12 +34,20 @@ class MalformedPart(PackageError):
 class PackageLimits:
     """Ceilings on what one package may inflate to (bytes) and how many parts it has.
 
+    A part read whole (``SafePackage.read``, ``xml``: a document body, a slide) is held in
+    memory with its tree, so it has the tight ceilings: ``max_entry_bytes`` each and
+    ``max_total_bytes`` together. A part streamed (``iterparse``: a worksheet, the shared
+    strings), whose reader keeps memory flat (a sheet's cells have ``max_cells``), costs
+    time rather than memory, so it may reach ``max_streamed_bytes``, which also bounds all a
+    package inflates. A spreadsheet at its size limit typically inflates ten times over.
+
     ``max_ratio`` applies to parts that inflate beyond ``ratio_floor_bytes``: a part
     smaller than that may compress as well as it likes.
     """
 
     max_total_bytes: int = 256 * MiB
     max_entry_bytes: int = 128 * MiB
+    max_streamed_bytes: int = 1024 * MiB
     max_entries: int = 20_000
     max_ratio: float = 200.0
     ratio_floor_bytes: int = 8 * MiB
@@ -104,7 +112,8 @@ class SafePackage:
     def __init__(self, content: bytes, limits: PackageLimits = DEFAULT_LIMITS, kind: str = "OOXML") -> None:
         self.limits = limits
         self.kind = kind
-        self._inflated = 0
+        self._inflated = 0  # every byte inflated
+        self._whole = 0  # the bytes of the parts read whole
         if content.startswith(OLE2_MAGIC):
             raise PackageError(ole2_reason(content))
         if not content:
@@ -120,19 +129,19 @@ class SafePackage:
             raise PackageError(f"package has {len(infos)} parts, over the limit of {limits.max_entries}")
         declared = 0
         self._infos: dict[str, zipfile.ZipInfo] = {}
-        for info in infos:
-            if info.file_size > limits.max_entry_bytes:
+        for info in infos:  # the declared sizes; each read checks the bytes it really inflates
+            if info.file_size > limits.max_streamed_bytes:
                 raise PackageError(
                     f"zip bomb guard: part {info.filename} declares {info.file_size} bytes inflated, "
-                    f"over the limit of {limits.max_entry_bytes}"
+                    f"over the limit of {limits.max_streamed_bytes}"
                 )
             declared += info.file_size
             self._check_ratio(info.filename, info.file_size, info.compress_size)
             self._infos[info.filename.lstrip("/")] = info
-        if declared > limits.max_total_bytes:
+        if declared > limits.max_streamed_bytes:
             raise PackageError(
                 f"zip bomb guard: parts declare {declared} bytes inflated in total, "
-                f"over the limit of {limits.max_total_bytes}"
+                f"over the limit of {limits.max_streamed_bytes}"
             )
         self._lower = {name.lower(): name for name in self._infos}
         self._rels: dict[str, dict[str, tuple[str, str, bool]]] = {}
@@ -159,12 +168,15 @@ class SafePackage:
     def has(self, name: str) -> bool:
         return self.resolve(name) is not None
 
-    def open_stream(self, name: str) -> Iterator[bytes]:
-        """Yield the inflated bytes of a part in blocks, enforcing the limits as it goes."""
+    def open_stream(self, name: str, whole: bool = False) -> Iterator[bytes]:
+        """Yield the inflated bytes of a part in blocks, enforcing the limits as it goes:
+        those of a part read ``whole``, or of a streamed one (``PackageLimits``)."""
         stored = self.resolve(name)
         if stored is None:
             raise PackageError(f"corrupt package: part {name} is missing")
         info = self._infos[stored]
+        limits = self.limits
+        part_limit = limits.max_entry_bytes if whole else limits.max_streamed_bytes
         read = 0
         try:
             with self._zip.open(info) as handle:
@@ -174,14 +186,19 @@ class SafePackage:
                         break
                     read += len(block)
                     self._inflated += len(block)
-                    if read > self.limits.max_entry_bytes:
+                    self._whole += len(block) if whole else 0
+                    if read > part_limit:
                         raise PackageError(
-                            f"zip bomb guard: part {stored} inflates "
-                            f"beyond {self.limits.max_entry_bytes} bytes"
+                            f"zip bomb guard: part {stored} inflates beyond {part_limit} bytes"
                         )
-                    if self._inflated > self.limits.max_total_bytes:
+                    if self._whole > limits.max_total_bytes:
                         raise PackageError(
-                            f"zip bomb guard: package inflates beyond {self.limits.max_total_bytes} bytes"
+                            f"zip bomb guard: the parts read whole inflate beyond "
+                            f"{limits.max_total_bytes} bytes"
+                        )
+                    if self._inflated > limits.max_streamed_bytes:
+                        raise PackageError(
+                            f"zip bomb guard: package inflates beyond {limits.max_streamed_bytes} bytes"
                         )
                     self._check_ratio(stored, read, info.compress_size)
                     yield block
@@ -191,7 +208,7 @@ class SafePackage:
             raise PackageError(f"corrupt package: {_one_line(exc)}") from None
 
     def read(self, name: str) -> bytes:
-        data = b"".join(self.open_stream(name))
+        data = b"".join(self.open_stream(name, whole=True))
         if name.lower().endswith((".xml", ".rels", ".vml")):
             refuse_dtd(data, name)
         return data

@@ -16,6 +16,7 @@ from ingest_pipeline.chunkers.xlsx import XlsxChunker
 from ingest_pipeline.office.safety import PackageError, PackageLimits, open_package, safe_parser
 from ingest_pipeline.readers import read_pages
 from ingest_pipeline_tests.office_fixtures import (
+    read_part,
     replace_in_part,
     rewrite_zip,
     save_docx,
@@ -81,9 +82,34 @@ def test_high_ratio_part_is_refused_and_limits_are_configurable(samples):
     content = with_zero_part(samples[mt.XLSX], 20 * MiB)
     with pytest.raises(PackageError, match="ratio"):
         open_package(content)
-    small = PackageLimits(max_total_bytes=64 * 1024, max_ratio=1e9)
+    small = PackageLimits(max_streamed_bytes=64 * 1024, max_ratio=1e9)
     with pytest.raises(PackageError, match="zip bomb guard"):
         open_package(with_zero_part(samples[mt.XLSX], 1 * MiB), small)
+
+
+def test_a_streamed_sheet_may_inflate_past_the_ceiling_of_a_part_read_whole():
+    """A sheet is streamed, its reader keeping memory flat, so a workbook under the
+    spreadsheet size limit is not refused for inflating about ten times over; a part read
+    whole keeps the tight ceiling, and the streamed one its own."""
+    import openpyxl
+
+    from ingest_pipeline.office.xlsx import load_sheets
+
+    wb = openpyxl.Workbook()
+    for i in range(4000):
+        wb.active.append([f"lot {i}", i, i * 2.5])
+    content = save_xlsx(wb)
+    sheet = len(read_part(content, "xl/worksheets/sheet1.xml"))
+    tight = PackageLimits(
+        max_entry_bytes=sheet // 3, max_total_bytes=sheet // 3, max_streamed_bytes=4 * sheet
+    )
+    (read,) = load_sheets(content, tight)
+    assert read.error is None and read.cells[(3999, 0)] == "lot 3999" and len(read.cells) == 12000
+    padded = replace_in_part(content, "xl/workbook.xml", "<sheets>", "<!--" + " " * sheet + "--><sheets>")
+    with pytest.raises(PackageError, match="zip bomb guard: part xl/workbook.xml inflates beyond"):
+        load_sheets(padded, tight)  # read whole: the tight ceiling
+    with pytest.raises(PackageError, match="zip bomb guard"):
+        load_sheets(content, PackageLimits(max_streamed_bytes=sheet // 2))
 
 
 def test_lying_sizes_end_as_a_clean_error(samples):
