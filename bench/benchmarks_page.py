@@ -318,6 +318,14 @@ def large_inputs_text(d: dict[str, Any]) -> str:
             if (e := d.get("ingest_xlsx_embedded"))
             else ""
         )
+        + (
+            f"; an XLSX just under the {a['size_limit_mib']:g} MiB spreadsheet size limit "
+            f"({a['file_mib']} MiB, {a['rows']:,} rows) ingests whole (chunk maps, not embedded): "
+            f"{a['rows_per_second']:,} rows/s ({a['seconds']:,} s), peak RSS {a['peak_rss_mib']:,} MiB, "
+            f"{a['chunks']:,} chunks (`{a['command']}`, {a['date'][:10]})"
+            if (a := d.get("ingest_xlsx_at_limit"))
+            else ""
+        )
     )
 
 
