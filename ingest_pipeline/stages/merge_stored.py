@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -116,7 +117,9 @@ def _winning_claims(
             wins = set(pc.unique(page).to_pylist()) & set(status) - taken
             taken |= wins
         dropped["unknown_page"] += claim.num_rows - pc.sum(pc.is_in(page, value_set=known)).as_py()
-        claim = claim.filter(pc.is_in(page, value_set=pa.array(sorted(wins), pa.int32())))
+        winning = pc.is_in(page, value_set=pa.array(sorted(wins), pa.int32()))
+        if not pc.all(winning).as_py():  # a claim that wins all its pages is kept as read, not copied
+            claim = claim.filter(winning)
         if claim.num_rows:
             config_hash = meta.get("config_hash", info.config_hash)
             for name, value in (("chunker", info.ref), ("config_hash", config_hash)):
@@ -125,7 +128,19 @@ def _winning_claims(
                 )
             won.append(claim)
     table = pa.concat_tables(won) if won else tables.CLAIMS.empty_table()
-    return table.sort_by([("page", "ascending"), ("piece", "ascending")]), failed
+    if not _in_order(table):  # claims come in page and piece order: a sort would only copy them
+        table = table.sort_by([("page", "ascending"), ("piece", "ascending")])
+    return table, failed
+
+
+def _in_order(table: pa.Table) -> bool:
+    """Whether the rows already stand in page and piece order."""
+    if table.num_rows < 2:
+        return True
+    page = table.column("page").to_numpy()
+    piece = table.column("piece").to_numpy()
+    later_page, same_page = page[1:] > page[:-1], page[1:] == page[:-1]
+    return bool(np.all(later_page | (same_page & (piece[1:] >= piece[:-1]))))
 
 
 def _expanded(table: pa.Table, document: str, expand: Expander, dropped: dict[str, int]) -> pa.Table:
@@ -149,40 +164,55 @@ def _expanded(table: pa.Table, document: str, expand: Expander, dropped: dict[st
             table.schema.get_field_index("embed_text"), "embed_text", pa.array(embeds, pa.string())
         )
     misfits = [i for i, ok in zip(rows, passes) if not ok]
+    parts = _cut_misfits(table, misfits, document, expand, dropped)
+    # The rows in order: runs of rows kept as they are, each misfit's parts where it stood.
+    segments: list[pa.Table] = []
+    run = None  # where the current run of kept rows began
+    for i, text in enumerate(texts):
+        budget_check()
+        if i in parts or (is_text[i] and (not text or not text.strip())):
+            if run is not None:
+                segments.append(table.slice(run, i - run))
+                run = None
+            if i in parts:
+                segments.append(parts.pop(i))
+            else:
+                dropped["whitespace"] += 1
+        elif run is None:
+            run = i
+    if run is not None:
+        if run == 0:
+            return table  # every row kept as it is
+        segments.append(table.slice(run))
+    return pa.concat_tables(segments).combine_chunks() if segments else table.slice(0, 0)
+
+
+def _cut_misfits(
+    table: pa.Table, misfits: list[int], document: str, expand: Expander, dropped: dict[str, int]
+) -> dict[int, pa.Table]:
+    """Each misfit row's parts (``expand.fit``) as rows of table ``claims``, whitespace left
+    out. A slice of misfits at a time is decoded, cut and made Arrow, so a big table's
+    pieces, their cell objects and their rows as dicts are never all alive at once."""
     stamped = ("page", "chunker", "config_hash") if misfits else ()
     columns = {name: table.column(name).to_pylist() for name in stamped}
-    # A misfit's parts become rows as soon as they are cut, a slice of misfits at a time, so
-    # a big table's pieces and their cell objects are never all alive at once.
-    parts: dict[int, list[dict[str, Any]]] = {}
+    parts: dict[int, pa.Table] = {}
     for start in range(0, len(misfits), _MISFITS_AT_ONCE):
         some = misfits[start : start + _MISFITS_AT_ONCE]
+        rows: list[dict[str, Any]] = []
+        spans = []
         for i, (_, piece) in zip(some, claim_pieces(table.take(pa.array(some, pa.int64())))):
             budget_check()
-            parts[i] = []
+            first = len(rows)
             for part in expand.fit(piece):
                 if not part.is_image and (not part.text or not part.text.strip()):
                     dropped["whitespace"] += 1
                     continue
                 row = {"document_id": document, "piece": 0, **piece_row(part)}
-                parts[i].append({**row, **{name: values[i] for name, values in columns.items()}})
-
-    keep: list[int] = []
-    extra: list[dict[str, Any]] = []
-    for i, text in enumerate(texts):
-        budget_check()
-        if i in parts:
-            for row in parts.pop(i):
-                keep.append(table.num_rows + len(extra))
-                extra.append(row)
-        elif is_text[i] and (not text or not text.strip()):
-            dropped["whitespace"] += 1
-        else:
-            keep.append(i)
-    if extra:
-        table = pa.concat_tables([table, pa.Table.from_pylist(extra, schema=tables.CLAIMS)])
-    if extra or len(keep) != table.num_rows:  # parts stand where their piece stood
-        table = table.take(pa.array(keep, pa.int64()))
-    return table
+                rows.append({**row, **{name: values[i] for name, values in columns.items()}})
+            spans.append((i, first, len(rows) - first))
+        cut = pa.Table.from_pylist(rows, schema=tables.CLAIMS)
+        parts.update((i, cut.slice(first, count)) for i, first, count in spans)
+    return parts
 
 
 _MISFITS_AT_ONCE = 256
