@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -43,6 +43,15 @@ COVERAGE_FLOOR = 0.95
 _WORD = re.compile(r"\w+")
 
 
+# What a chunk map partition's listing and page pictures read of its rows (``assets``), and
+# the coverage check (``meta``: the lines left out on purpose).
+LISTED_COLUMNS = (
+    "chunk_id", "document_id", "path", "page", "index", "role", "text",
+    "bbox", "bbox_reason", "header_path", "chunker", "meta",
+)  # fmt: skip
+_ROWS_AT_ONCE = 2048
+
+
 def chunk_map_findings(
     store: Store,
     profile: str,
@@ -51,35 +60,55 @@ def chunk_map_findings(
     kept: dict[str, dict[str, Any]] | None = None,
     budgeted: Callable[[str, Callable[[], Any]], Any] | None = None,
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[Finding]]]:
-    """A batch's chunk rows per document (image bytes left out) and the chunk map's checks
-    of each document (``joined_findings`` makes one verdict of several): each document's
-    rows and pages are read once, or taken from ``kept`` (per document, the ``rows`` and
-    ``pages`` the stage just wrote and read). Each document is checked on its own through
-    ``budgeted(document, work)``, which answers None for a document over its budget: that
-    document is left out of the findings."""
+    """A batch's chunk rows per document (``LISTED_COLUMNS`` of each) and the chunk map's
+    checks of each document (``joined_findings`` makes one verdict of several): each
+    document's rows and pages are read once, or taken from ``kept`` (per document, the
+    ``rows`` and ``pages`` the stage just wrote and read). Each document is checked on its
+    own through ``budgeted(document, work)``, which answers None for a document over its
+    budget: that document is left out of the findings. A chunk map read back is checked
+    ``_ROWS_AT_ONCE`` rows at a time, so a big table's cell grids are never all decoded."""
     kept = kept or {}
     budgeted = budgeted or (lambda _doc, work: work())
-
-    def held_or_read(doc: str, key: str, read):
-        held = kept.get(doc, {})
-        return held[key] if key in held else read()
-
-    rows_by_doc = {
-        doc: held_or_read(doc, "rows", lambda: store.chunk_rows(profile, doc)) for doc in documents
-    }
     columns = ["document_id", "page", "status", "text"]
+    rows_by_doc, per_doc = {}, {}
+    for doc in documents:
+        held = kept.get(doc, {})
+        listed: list[dict[str, Any]] = []
 
-    def findings_of(doc: str) -> list[Finding]:
-        rows = rows_by_doc[doc]
-        pages_read = [
-            r
-            for r in held_or_read(doc, "pages", lambda: store.page_rows(doc, columns=columns))
-            if r["status"] == "read" and r["text"]
-        ]
-        return [*chunk_row_findings(rows, max_tokens), page_text_finding(pages_read, rows)]
+        def work(doc=doc, held=held, listed=listed) -> list[Finding]:
+            pages = held["pages"] if "pages" in held else store.page_rows(doc, columns=columns)
+            found = chunk_row_findings(_listing(_rows_of(store, profile, doc, held), listed), max_tokens)
+            pages_read = [r for r in pages if r["status"] == "read" and r["text"]]
+            return [*found, page_text_finding(pages_read, listed)]
 
-    per_doc = {doc: budgeted(doc, lambda doc=doc: findings_of(doc)) for doc in documents}
-    return rows_by_doc, {doc: found for doc, found in per_doc.items() if found is not None}
+        found = budgeted(doc, work)
+        if found is None:  # over budget: its listing still, without its checks
+            table = store.chunk_map(profile, doc, columns=list(LISTED_COLUMNS))
+            listed[:] = table.to_pylist() if table is not None else []
+        else:
+            per_doc[doc] = found
+        rows_by_doc[doc] = listed
+    return rows_by_doc, per_doc
+
+
+def _rows_of(store: Store, profile: str, doc: str, held: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """A document's chunk rows without image bytes: those the stage kept, or read back a
+    slice at a time."""
+    if "rows" in held:
+        yield from held["rows"]
+        return
+    table = store.chunk_map(profile, doc)
+    if table is None:
+        return
+    for batch in table.drop_columns(["image"]).to_batches(max_chunksize=_ROWS_AT_ONCE):
+        yield from batch.to_pylist()
+
+
+def _listing(rows: Iterable[dict[str, Any]], listed: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The rows as they pass, each one's ``LISTED_COLUMNS`` added to ``listed``."""
+    for row in rows:
+        listed.append({k: row[k] for k in LISTED_COLUMNS if k in row})
+        yield row
 
 
 _SUMMED = ("count", "pages", "flagged")
@@ -198,7 +227,7 @@ def _left_out(meta: str | None) -> list[str]:
     return [item["text"] for item in items if isinstance(item, dict) and isinstance(item.get("text"), str)]
 
 
-def chunk_row_findings(rows: list[dict[str, Any]], max_tokens: int) -> list[Finding]:
+def chunk_row_findings(rows: Iterable[dict[str, Any]], max_tokens: int) -> list[Finding]:
     """Valid boxes, unique chunk ids, no empty chunk, within the token limit (or flagged),
     table grids consistent with their text."""
     bad_boxes, empty, over, grids = [], [], [], []
