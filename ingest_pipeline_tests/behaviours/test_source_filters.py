@@ -74,6 +74,23 @@ def test_the_settings_file_filters_ingest_and_the_command_line_replaces_them(dat
     assert sorted(ingest(pipeline, sources=wider).paths.values()) == ["drafts/d.txt", "notes/b.txt"]
 
 
+def test_a_limit_of_zero_takes_no_document_and_leaves_the_ingested_ones_alone(data_dir):
+    """SPEC E18: 0 skips evaluation: no file is read, and nothing ingested before vanishes."""
+    from ingest_pipeline.commands.ingest import ingest
+    from ingest_pipeline.documents import collect
+
+    _folder(data_dir / "sources")
+    pipeline = fresh_pipeline(data_dir)
+    before = ingest(pipeline)
+    assert len(before.paths) == 6 and not before.failed
+    none = pipeline.settings.sources.overridden(None, None, 0)
+    assert collect(pipeline.settings, [pipeline.settings.source_root], sources=none) == []
+    report = ingest(pipeline, sources=none)
+    assert report.paths == {} and not report.failed
+    assert sorted(pipeline.store.inventory()) == sorted(before.paths)
+    assert all(pipeline.store.chunk_rows("retrieval", doc) for doc in before.paths)
+
+
 def test_a_negative_limit_in_the_settings_is_refused(data_dir):
     write(data_dir / "ingest_pipeline.toml", "[sources]\nmax_documents = -1\n")
     with pytest.raises(ValueError, match="0 or more"):

@@ -82,6 +82,22 @@ def test_inspect_jsonl_round_trips_every_chunk_with_its_cache_status(data):
     assert summary["over_token_limit"] == sum(1 for t in tokens if t > 256)
 
 
+def test_inspect_shows_a_utf8_source_as_text_and_a_binary_one_as_base64(tmp_path):
+    """SPEC E28: a UTF-8 source is shown as its text, anything else as a pointer to its
+    bytes, which the JSON Lines record carries as content_base64 for exact recovery."""
+    root, note = tmp_path / "data", tmp_path / "sowing.txt"
+    note.write_text("Sow after the last frost: 12 May.\nTomato seedlings € 18,50 a tray.\n", encoding="utf-8")
+    report = json.loads(run(root, "ingest", str(note), str(PDF), "--json").stdout)
+    assert report["failed"] == 0, report["failures"]
+    shown = run(root, "inspect", note.name, "--stage", "sources", "--no-color").stdout
+    assert "content (UTF-8)" in shown and "Tomato seedlings € 18,50 a tray." in shown, shown
+    binary = run(root, "inspect", PDF.name, "--stage", "sources", "--no-color").stdout
+    assert "content (UTF-8)" not in binary and "as content_base64" in binary, binary
+    for path in (note, PDF):
+        out = run(root, "inspect", path.name, "--stage", "sources", "--format", "jsonl").stdout
+        assert base64.b64decode(json.loads(out.splitlines()[0])["content_base64"]) == path.read_bytes()
+
+
 def test_inspect_limits_long_texts_and_shows_cache_status_and_sizes(data):
     lines = records_from_jsonl(
         run(data, "inspect", PDF.name, "--stage", "pages", "--format", "jsonl", "--content-lines", "1").stdout

@@ -643,3 +643,18 @@ def test_bytes_no_reader_opens_get_a_failed_verdict_page_that_the_chunkers_are_h
     assert NotesWhatItIsHanded.seen == [(1, "failed", verdict.reason)]
     assert verdict.reason.startswith("cannot be opened: PDFium cannot open it")
     assert [e["stage"] for e in outcome.detail["failed_upstream"]] == ["pages"]
+
+
+def test_a_pieces_layout_reaches_its_chunk_untouched(data_dir):
+    """SPEC B11: a table piece's layout (role and cell grid) is copied to its chunk as the
+    chunker stated it, byte for byte, in the served profile's chunk map."""
+    write(data_dir / "sources" / "prices.csv", "product,unit,price\nbasil,packet,2.40\ntomato,tray,18.50\n")
+    p, doc, served = _one_document_read(data_dir)
+    for chunker in p.registry.order_for(served.chunkers):
+        stages.run_chunker(p.settings, p.store, chunker, p.registry.info(chunker), doc, "run")
+    stages.build_chunk_map(p.store, p.registry, served, p.embedder, doc, "run")
+    claimed = p.store.claim_table("delimited_v1", doc).to_pylist()
+    chunks = [r for r in p.store.chunk_rows(served.name, doc) if r["chunker"] == "delimited@1"]
+    assert claimed and [r["text"] for r in chunks] == [r["text"] for r in claimed]
+    assert any('"table"' in (r["layout"] or "") for r in claimed)
+    assert [r["layout"] for r in chunks] == [r["layout"] for r in claimed]
