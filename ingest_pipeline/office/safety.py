@@ -39,7 +39,8 @@ class PackageLimits:
     ``max_total_bytes`` together. A part streamed (``iterparse``: a worksheet, the shared
     strings), whose reader keeps memory flat (a sheet's cells have ``max_cells``), costs
     time rather than memory, so it may reach ``max_streamed_bytes``, which also bounds all a
-    package inflates. A spreadsheet at its size limit typically inflates ten times over.
+    package inflates: a spreadsheet under its size limit inflates several times over, nearly
+    all of it sheet XML.
 
     ``max_ratio`` applies to parts that inflate beyond ``ratio_floor_bytes``: a part
     smaller than that may compress as well as it likes.

@@ -193,8 +193,9 @@ def _cut_misfits(
     """Each misfit row's parts (``expand.fit``) as rows of table ``claims``, whitespace left
     out. A slice of misfits at a time is decoded, cut and made Arrow, so a big table's
     pieces, their cell objects and their rows as dicts are never all alive at once."""
-    stamped = ("page", "chunker", "config_hash") if misfits else ()
-    columns = {name: table.column(name).to_pylist() for name in stamped}
+    if not misfits:
+        return {}
+    columns = {name: table.column(name).to_pylist() for name in ("page", "chunker", "config_hash")}
     parts: dict[int, pa.Table] = {}
     for start in range(0, len(misfits), _MISFITS_AT_ONCE):
         some = misfits[start : start + _MISFITS_AT_ONCE]

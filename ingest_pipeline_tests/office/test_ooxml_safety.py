@@ -89,7 +89,7 @@ def test_high_ratio_part_is_refused_and_limits_are_configurable(samples):
 
 def test_a_streamed_sheet_may_inflate_past_the_ceiling_of_a_part_read_whole():
     """A sheet is streamed, its reader keeping memory flat, so a workbook under the
-    spreadsheet size limit is not refused for inflating about ten times over; a part read
+    spreadsheet size limit is not refused for inflating several times over; a part read
     whole keeps the tight ceiling, and the streamed one its own."""
     import openpyxl
 
