@@ -85,16 +85,16 @@ def _pipeline(data: Path):
 
 def _asset_work(instance, run_ids: list[str]) -> dict[str, dict[str, int]]:
     """Per asset: documents that did work (new/changed), failed, and were found unchanged,
-    from each partition's own materialization metadata (its ``status`` line)."""
+    from each partition's own story (its ``status`` line, an observation of the partition)."""
     from dagster import DagsterEventType
 
     work: dict[str, dict[str, int]] = {}
     for run_id in run_ids:
-        for record in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION):
-            mat = record.dagster_event.event_specific_data.materialization
-            status = str(mat.metadata["status"].value) if "status" in mat.metadata else ""
+        for record in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_OBSERVATION):
+            story = record.dagster_event.event_specific_data.asset_observation
+            status = str(story.metadata["status"].value) if "status" in story.metadata else ""
             slot = work.setdefault(
-                mat.asset_key.to_user_string(), {"did_work": 0, "failed": 0, "unchanged": 0}
+                story.asset_key.to_user_string(), {"did_work": 0, "failed": 0, "unchanged": 0}
             )
             if status.startswith(("unchanged", "not applicable", "skipped")):
                 slot["unchanged"] += 1

@@ -56,27 +56,34 @@ def run_batch(
 
 
 def materializations(result) -> dict[str, dict[str, dict]]:
-    """Asset key -> partition -> that partition's own materialization metadata values."""
+    """Asset key -> partition (None when unpartitioned) -> its materialization's metadata
+    values."""
+    return _by_asset(e.event_specific_data.materialization for e in result.get_asset_materialization_events())
+
+
+def stories(result) -> dict[str, dict[str, dict]]:
+    """Asset key -> partition -> that partition's own story: the metadata values of the
+    observation the run logged for it."""
+    return _by_asset(e.event_specific_data.asset_observation for e in result.get_asset_observation_events())
+
+
+def _by_asset(events) -> dict[str, dict[str, dict]]:
     out: dict[str, dict[str, dict]] = {}
-    for event in result.get_asset_materialization_events():
-        mat = event.event_specific_data.materialization
-        out.setdefault(mat.asset_key.to_user_string(), {})[mat.partition] = {
-            k: v.value for k, v in mat.metadata.items()
+    for event in events:
+        out.setdefault(event.asset_key.to_user_string(), {})[event.partition] = {
+            k: v.value for k, v in event.metadata.items()
         }
     return out
 
 
 def total(result, asset: str, field: str) -> int:
-    """A count summed over the partitions a run materialized."""
-    return sum(int(m.get(field, 0) or 0) for m in materializations(result).get(asset, {}).values())
+    """A count summed over the partitions a run told."""
+    return sum(int(m.get(field, 0) or 0) for m in stories(result).get(asset, {}).values())
 
 
 def statuses(result, asset: str) -> dict[str, str]:
     """Partition -> the first word of its status line (new, unchanged, FAILED ...)."""
-    return {
-        k: str(m["status"]).split(":")[0].split()[0]
-        for k, m in materializations(result).get(asset, {}).items()
-    }
+    return {k: str(m["status"]).split(":")[0].split()[0] for k, m in stories(result).get(asset, {}).items()}
 
 
 def temporary_instance(data_dir: Path):

@@ -5,9 +5,9 @@ from ingest_pipeline.storage.catalog import query
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import (
     fresh_pipeline,
-    materializations,
     register,
     run_batch,
+    stories,
     temporary_instance,
     total,
 )
@@ -45,7 +45,7 @@ def test_named_pdf2_cuts_the_readable_page_and_pdf1_still_renders_the_scan(data_
     assert {(r["page"], r["chunker"]) for r in default} == {(1, "pdf@1"), (2, "pdf@1")}
     assert sum(1 for r in default if r["page"] == 1) == 3  # one chunk per line
     assert total(result, "embeddings_layout", "images_without_vector") == 1
-    keys = {k for k in materializations(result)}
+    keys = {k for k in stories(result)}
     assert {"chunks/pdf_v2", "chunk_map_layout", "lancedb_layout"} <= keys
 
 

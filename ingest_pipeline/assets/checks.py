@@ -8,7 +8,8 @@ are therefore declared on the documents' partitions, and the step emits one
 then keeps, per document, its latest result with its failing pages or chunks as a table.
 """
 
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from dagster import (
@@ -19,6 +20,7 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
+    AssetObservation,
     AssetRecordsFilter,
     MaterializeResult,
     Output,
@@ -153,12 +155,15 @@ def materialized_with_checks(
     context: AssetExecutionContext,
     outcomes: Sequence[Outcome],
     findings: Mapping[str, Sequence[Finding]] | None = None,
+    stories: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Iterator[Any]:
-    """The step's events: its materialization, then each selected check's result for every
-    document it judged, under that document's partition (in shard mode, under its shard's,
-    the shard's documents' findings joined): ``document_processed`` for every outcome, and
-    ``findings`` (document -> the stage's own findings) for each document the step neither
-    failed nor skipped; those checks of a failed or skipped document keep their last result."""
+    """The step's events: its materialization, then each partition's story (``stories``,
+    from ``report_partitions``) as an observation of that partition, then each selected
+    check's result for every document it judged, under that document's partition (in shard
+    mode, under its shard's, the shard's documents' findings joined): ``document_processed``
+    for every outcome, and ``findings`` (document -> the stage's own findings) for each
+    document the step neither failed nor skipped; those checks of a failed or skipped
+    document keep their last result."""
     yield MaterializeResult()
     partition = partition_of(context)
     judged = {o.document for o in outcomes if o.status not in ("failed", "skipped")}
@@ -166,11 +171,16 @@ def materialized_with_checks(
     for document, processed in processed_findings(outcomes).items():
         own = (findings or {}).get(document, ()) if document in judged else ()
         by_partition.setdefault(partition(document), []).append([*own, *processed])
+    told = list(dict.fromkeys([*by_partition, *(stories or {})]))
+    materialized = _latest_materializations(context, told) if told else {}
+    if stories:
+        _after(materialized.values())
+        for key, metadata in stories.items():
+            yield AssetObservation(asset_key=context.asset_key, partition=key, metadata=dict(metadata))
     selected = context.selected_asset_check_keys
     for output_name, spec in context.assets_def.check_specs_by_output_name.items():
         if spec.key in selected:  # Dagster expects each selected check's output once
             yield Output(None, output_name=output_name)
-    materialized = _latest_materializations(context, list(by_partition)) if by_partition else {}
     for key, found in by_partition.items():
         for finding in found[0] if len(found) == 1 else _joined(found):
             if AssetCheckKey(context.asset_key, finding.check) not in selected:
@@ -185,3 +195,16 @@ def materialized_with_checks(
                 description=finding.description,
                 partition=key,
             )
+
+
+def _after(targets: Iterable[AssetCheckEvaluationTargetMaterializationData | None]) -> None:
+    """Wait until the clock has passed every given materialization's millisecond. A
+    partition's page shows the observations stamped later than its latest materialization,
+    to the millisecond; a document's materialization and its story are logged within one,
+    sometimes."""
+    latest = max((t.timestamp for t in targets if t is not None), default=0.0)
+    while time.time() < latest + STAMP_STEP:
+        time.sleep(STAMP_STEP)
+
+
+STAMP_STEP = 0.001  # seconds: the UI compares events' times in whole milliseconds

@@ -20,12 +20,14 @@ from ingest_pipeline.assets.common import (
     BATCH_POLICY,
     LEADS,
     SERVED,
+    about_asset,
     chunk_map_key,
     claim_listing,
     document_keys,
     embeddings_key,
     for_each_document,
     forced,
+    lake_files,
     report_partitions,
     runs_step_here,
     served_first,
@@ -125,15 +127,14 @@ def build_chunk_asset(
             doc: written[doc] if doc in written else st.claim_meta(active_info.asset_name, doc) or {}
             for doc in keys
         }
-        report_partitions(
+        stories = report_partitions(
             context,
             outcomes,
             started,
             lambda o: _claim_metadata(st, settings, active_info, metas.get(o.document, {}), o),
         )
-        yield from materialized_with_checks(
-            context, outcomes, {doc: claim_findings({doc: metas[doc]}, check_names) for doc in keys}
-        )
+        findings = {doc: claim_findings({doc: metas[doc]}, check_names) for doc in keys}
+        yield from materialized_with_checks(context, outcomes, findings, stories)
 
     return _chunks
 
@@ -206,6 +207,10 @@ def _asset_spec(chunker: Any, info: ChunkerInfo, check_names: tuple, served: boo
             "chunker": info.ref,
             "default": info.default,
             "media_types": list(info.media_types or ["*"]),
+            **about_asset(
+                lake_files(f"claims/{info.asset_name}"),
+                f"select document_id, page, piece, text from claims where chunker = '{info.ref}'",
+            ),
         },
         tags={"chunker": info.asset_name},
         op_tags=served_first(LEADS if leads else SERVED if served else 0),

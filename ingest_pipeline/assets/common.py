@@ -2,9 +2,14 @@
 story.
 
 A run covers many partitions (``BackfillPolicy.single_run``) and Dagster gives such a run one
-``MaterializeResult`` for all of them (dagster#21072). Each partition's own counts, status and
-pictures therefore go through ``context.add_asset_metadata(..., partition_key=...)``, which
-attaches metadata to that partition's materialization event only.
+``MaterializeResult`` for all of them (dagster#21072). Each partition's own status, counts,
+chunks and pictures (its *story*) are therefore an ``AssetObservation`` of that partition,
+logged just after the run's materializations (``checks.materialized_with_checks``): the
+partition's page shows the observations made after its latest materialization beside it.
+They are not the materialization's metadata, because an asset's Overview shows the metadata
+of its latest materialization whatever its partition, which would present the last
+document's figures as the asset's. The Overview shows the asset's own definition metadata
+instead (``about_asset``).
 """
 
 import time
@@ -225,12 +230,14 @@ def report_partitions(
     outcomes: Sequence[Outcome],
     started: float,
     extra: Callable[[Outcome], Mapping[str, Any]] | None = None,
-) -> None:
-    """Attach each document's own metadata to its own partition's materialization (in shard
-    mode, to its shard's: a count per status and a row per document)."""
-    seconds = round(time.perf_counter() - started, 3)
+) -> dict[str, dict[str, MetadataValue]]:
+    """Each partition's story: every document's own metadata under its partition (in shard
+    mode, its shard's: a count per status and a row per document); the step's failures are
+    counted on the run's tags."""
+    stories: dict[str, dict[str, MetadataValue]] = {}
     shard_of = _SHARD_OF.get(context.run_id)
     if shard_of is not None:
+        seconds = round(time.perf_counter() - started, 3)
         by_shard: dict[str, list[Outcome]] = {}
         for outcome in outcomes:
             by_shard.setdefault(shard_of.get(outcome.document, outcome.document), []).append(outcome)
@@ -247,16 +254,36 @@ def report_partitions(
                     for o in members
                 ]
             )
-            context.add_asset_metadata(metadata, partition_key=shard)
-        tag_failures(context, outcomes)
-        return
-    for (
-        outcome
-    ) in outcomes:  # the run's own figures (documents, seconds) are the run page's, not repeated here
-        context.add_asset_metadata(
-            outcome_metadata(outcome, extra(outcome) if extra else None), partition_key=outcome.document
-        )
+            stories[shard] = metadata
+    else:  # the run's own figures (documents, seconds) are the run page's, not repeated here
+        for outcome in outcomes:
+            stories[outcome.document] = outcome_metadata(outcome, extra(outcome) if extra else None)
     tag_failures(context, outcomes)
+    return stories
+
+
+EACH_DOCUMENT = (
+    "its partition (Partitions tab): its status first (with the stage and reason when it failed), "
+    "its own counts and, on chunk maps and chunker versions, every chunk and pictures of its pages; "
+    "its latest check results (Checks tab, then a check's Partitions)"
+)
+
+
+def about_asset(files: str, query: str = "", **more: str) -> dict[str, MetadataValue]:
+    """An asset's definition metadata, which its Overview shows: where its output lands, a
+    query over every document's (DuckDB SQL through the command line), and where one
+    document's own story is."""
+    return {
+        "files": MetadataValue.text(files),
+        **({"query": MetadataValue.text(f'ingest-pipeline query "{query}"')} if query else {}),
+        **{key: MetadataValue.text(value) for key, value in more.items()},
+        "each_document": MetadataValue.text(EACH_DOCUMENT),
+    }
+
+
+def lake_files(table: str) -> str:
+    """Where a per-document table's Parquet lands, under the data root."""
+    return f"lake/{table}/<document id>.parquet, one file per document"
 
 
 def tag_failures(context: AssetExecutionContext, outcomes: Sequence[Outcome]) -> None:

@@ -23,6 +23,7 @@ from ingest_pipeline.assets.chunks import chunk_asset_key
 from ingest_pipeline.assets.common import (
     BATCH_POLICY,
     SERVED,
+    about_asset,
     chunk_listing,
     chunk_map_key,
     document_keys,
@@ -30,6 +31,7 @@ from ingest_pipeline.assets.common import (
     embeddings_key,
     for_each_document,
     forced,
+    lake_files,
     lancedb_key,
     report_partitions,
     runs_step_here,
@@ -100,6 +102,18 @@ def _routed_versions(registry: ChunkerRegistry, order: list, cut_as: Sequence[Pr
     return list({i.ref: i for i in routed if i not in order}.values())
 
 
+def _about_chunk_map(profile: Profile, model: Embedder, order: list) -> dict:
+    return {
+        "order": [i.ref for i in order],
+        "profile": profile.name,
+        "embedder": model.ref,
+        **about_asset(
+            lake_files(f"chunks/{profile.name}"),
+            f"select path, page, role, text from chunks where profile = '{profile.name}'",
+        ),
+    }
+
+
 def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder, indexed: bool, cut_as=()):
     """The profile's merged chunk map: its chunker versions' claims, first in order wins,
     sized in its embedder's tokens."""
@@ -118,7 +132,7 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
         code_version=_chunk_map_version(model, order, cut_as),
         description=f"Profile '{profile.name}': claims merged per page, first in order wins "
         f"({', '.join(i.ref for i in order)}).",
-        metadata={"order": [i.ref for i in order], "profile": profile.name, "embedder": model.ref},
+        metadata=_about_chunk_map(profile, model, order),
         check_specs=[
             *(document_check(n, map_key, d) for n, d in CHUNK_MAP_CHECKS.items()),
             processed_check(map_key),
@@ -168,13 +182,13 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
             for doc, found in findings.items()
         }
         outcomes = [_over_budget(o, over, stage) for o in outcomes]
-        report_partitions(
+        stories = report_partitions(
             context,
             outcomes,
             started,
             lambda o: _chunk_map_metadata(st, settings, profile, rows_by_doc, o, budgeted, flagged),
         )
-        yield from materialized_with_checks(context, outcomes, findings)
+        yield from materialized_with_checks(context, outcomes, findings, stories)
 
     return _chunk_map
 
@@ -234,7 +248,16 @@ def embeddings_asset(profile: Profile, model: Embedder):
         code_version=f"{stages.STAGE_VERSIONS['embeddings']}:{model.model_id}",
         description=f"Profile '{profile.name}': a vector per text chunk by {model.ref}, through the "
         "embedding cache.",
-        metadata={"profile": profile.name, "embedder": model.ref, "model": model.model_id},
+        metadata={
+            "profile": profile.name,
+            "embedder": model.ref,
+            "model": model.model_id,
+            **about_asset(
+                lake_files(f"embeddings/{profile.name}"),
+                f"select document_id, count(*) as vectors from embeddings where profile = '{profile.name}' "
+                "group by all",
+            ),
+        },
         check_specs=[processed_check(emb_key)],
         op_tags=embed_last(),
     )
@@ -258,10 +281,10 @@ def embeddings_asset(profile: Profile, model: Embedder):
             force=forced(context, ingest),
             prefetched=ahead,
         )
-        report_partitions(
+        stories = report_partitions(
             context, outcomes, started, lambda o: {"embedder": model.ref, "model": model.model_id}
         )
-        yield from materialized_with_checks(context, outcomes)
+        yield from materialized_with_checks(context, outcomes, stories=stories)
 
     return _embeddings
 
@@ -281,7 +304,15 @@ def lancedb_asset(profile: Profile, model: Embedder):
         code_version=f"{stages.STAGE_VERSIONS['lancedb']}:{model.model_id}",
         description=f"Profile '{profile.name}': the documents' rows in LanceDB table "
         f"{table_name(profile.name)}.",
-        metadata={"profile": profile.name, "embedder": model.ref, "model": model.model_id},
+        metadata={
+            "profile": profile.name,
+            "embedder": model.ref,
+            "model": model.model_id,
+            **about_asset(
+                f"lancedb/{table_name(profile.name)}.lance, one LanceDB table for every document",
+                search=f'ingest-pipeline search "your question" --profile {profile.name}',
+            ),
+        },
         check_specs=[
             document_check(
                 "rows_match_parquet", lance_key, "Each document's LanceDB rows equal its chunk map's rows."
@@ -318,10 +349,9 @@ def lancedb_asset(profile: Profile, model: Embedder):
             "document_rows": counts.get(o.document, 0),
             "table_rows": table_rows,
         }
-        report_partitions(context, outcomes, started, rows_of)
-        yield from materialized_with_checks(
-            context, outcomes, {doc: [found] for doc, found in by_document(finding, keys).items()}
-        )
+        stories = report_partitions(context, outcomes, started, rows_of)
+        findings = {doc: [found] for doc, found in by_document(finding, keys).items()}
+        yield from materialized_with_checks(context, outcomes, findings, stories)
 
     return _lancedb
 

@@ -9,9 +9,11 @@ from ingest_pipeline import stages
 from ingest_pipeline.assets.checks import materialized_with_checks, processed_check
 from ingest_pipeline.assets.common import (
     BATCH_POLICY,
+    about_asset,
     document_keys,
     for_each_document,
     forced,
+    lake_files,
     report_partitions,
 )
 from ingest_pipeline.partitions import documents_partitions
@@ -26,6 +28,7 @@ READ_ALONE = 4  # fewer documents than this are read by one worker: a second one
     group_name="ingest",
     kinds={"parquet"},
     code_version=str(stages.STAGE_VERSIONS["sources"]),
+    metadata=about_asset(lake_files("sources"), "select path, media_type, bytes from sources order by path"),
     check_specs=[processed_check(AssetKey("sources"))],
 )
 def sources(context: AssetExecutionContext, ingest: IngestResource, store: StoreResource):
@@ -49,8 +52,8 @@ def sources(context: AssetExecutionContext, ingest: IngestResource, store: Store
             force=forced(context, ingest),
         ),
     )
-    report_partitions(context, outcomes, started)
-    yield from materialized_with_checks(context, outcomes)
+    stories = report_partitions(context, outcomes, started)
+    yield from materialized_with_checks(context, outcomes, stories=stories)
 
 
 @asset(
@@ -60,6 +63,9 @@ def sources(context: AssetExecutionContext, ingest: IngestResource, store: Store
     deps=[sources],
     kinds={"parquet"},
     code_version=str(stages.STAGE_VERSIONS["pages"]),
+    metadata=about_asset(
+        lake_files("pages"), "select document_id, page, status, reader, reason from pages order by all"
+    ),
     check_specs=[processed_check(AssetKey("pages"))],
 )
 def pages(
@@ -100,5 +106,5 @@ def pages(
             free.put(worker)
 
     outcomes = for_each_document(context, keys, read, threads=len(workers))
-    report_partitions(context, outcomes, started)
-    yield from materialized_with_checks(context, outcomes)
+    stories = report_partitions(context, outcomes, started)
+    yield from materialized_with_checks(context, outcomes, stories=stories)

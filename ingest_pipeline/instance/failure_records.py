@@ -54,18 +54,19 @@ class FailureRecord:
 
 
 def failed_statuses(instance, run_id: str) -> dict[tuple[str, AssetKey], str]:
-    """(document, asset) -> the status line of each partition the run materialized as failed
-    (``FAILED in …`` or ``FAILED upstream, …``)."""
+    """(document, asset) -> the status line of each partition the run told as failed
+    (``FAILED in …`` or ``FAILED upstream, …``), from the partitions' stories (the
+    observations ``assets.checks.materialized_with_checks`` logs)."""
     found: dict[tuple[str, AssetKey], str] = {}
-    records = instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
+    records = instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_OBSERVATION).records
     for record in records:
-        materialization = record.event_log_entry.asset_materialization
-        if materialization is None or materialization.partition is None:
+        story = record.event_log_entry.asset_observation
+        if story is None or story.partition is None:
             continue
-        status = materialization.metadata.get("status")
+        status = story.metadata.get("status")
         text = str(getattr(status, "value", "") or "")
         if text.startswith("FAILED"):
-            found[(materialization.partition, materialization.asset_key)] = text
+            found[(story.partition, story.asset_key)] = text
     return found
 
 

@@ -1,4 +1,4 @@
-"""Page previews for materialization metadata: a page with its chunk boxes drawn on it.
+"""Page previews for a partition's metadata in the Dagster UI: a page with its chunk boxes drawn on it.
 
 A PDF page is rendered by PDFium in *display space* (crop box and ``/Rotate`` applied,
 origin top-left), the space the chunkers normalize their boxes in (see ``layout.frames``),

@@ -21,6 +21,7 @@ from ingest_pipeline_tests.dagster_helpers import (  # noqa: I001
     register,
     run_batch,
     statuses,
+    stories,
     temporary_instance,
     total,
 )
@@ -85,8 +86,9 @@ def test_a_batch_run_chunks_embeds_and_indexes_and_a_bad_file_costs_only_itself(
     assert len(keys) == 6
     result = run_batch(pipeline, instance, keys)
     assert result.success  # T-E3: one run for six partitions, failures recorded per document
-    meta = materializations(result)
-    assert len(meta["sources"]) == 6  # one materialization per partition, each with its own metadata
+    assert len(materializations(result)["sources"]) == 6  # one materialization per partition
+    meta = stories(result)
+    assert len(meta["sources"]) == 6  # and each partition's own story
     page_status = statuses(result, "pages")
     assert sorted(k.split("-")[0] for k, v in page_status.items() if v == "FAILED") == ["broken", "empty"]
     broken = next(m for k, m in meta["pages"].items() if k.startswith("broken"))
@@ -382,7 +384,7 @@ def test_a_chunker_config_edited_for_one_run_cuts_new_chunks_with_a_new_config_h
     assert after and before
     assert {r["config_hash"] for r in after} != {r["config_hash"] for r in before}
     assert not {r["chunk_id"] for r in after} & {r["chunk_id"] for r in before}
-    meta = materializations(result)
+    meta = stories(result)
     assert {m["config_hash"] for m in meta["chunks/markdown_v1"].values()} == {after[0]["config_hash"]}
 
 

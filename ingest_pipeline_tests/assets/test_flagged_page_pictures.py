@@ -12,9 +12,9 @@ from ingest_pipeline.assets.profiles import PAGE_PICTURE
 from ingest_pipeline_tests.chunker_doubles import install_distribution
 from ingest_pipeline_tests.dagster_helpers import (
     fresh_pipeline,
-    materializations,
     register,
     run_batch,
+    stories,
     temporary_instance,
 )
 from ingest_pipeline_tests.pdf_writer import PdfWriter
@@ -105,7 +105,7 @@ def test_lost_words_flag_pages_which_are_drawn_and_left_out_lines_do_not(data_di
     assert not lossy.passed and lossy.metadata["count"].value == 6
     table = lossy.metadata["pages_below_floor"].value
     assert "harvest ledger confidential" in table and "barley planted" in table
-    meta = materializations(result)
+    meta = stories(result)
     (picture,) = [m[PAGE_PICTURE] for m in meta["chunk_map_default"].values()]
     assert picture.startswith("ledger.pdf, page 1:")
     assert picture.count("](data:image/png;base64,") == 4  # at most four pictures a partition
@@ -175,7 +175,7 @@ def test_a_slides_picture_shows_its_text_and_its_picture(data_dir):
     instance = temporary_instance(data_dir)
     result = run_batch(pipeline, instance, register(pipeline, instance))
     assert result.success
-    meta = materializations(result)
+    meta = stories(result)
     (picture,) = [m[PAGE_PICTURE] for m in meta["chunk_map_retrieval"].values()]
     png = base64.b64decode(re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", picture).group(1))
     image = Image.open(io.BytesIO(png)).convert("RGB")
@@ -199,7 +199,7 @@ def test_a_chunker_version_s_partition_draws_its_pieces_and_the_pages_its_checks
     instance = temporary_instance(data_dir)
     result = run_batch(pipeline, instance, register(pipeline, instance))
     assert result.success
-    meta = materializations(result)
+    meta = stories(result)
     ledger = next(k for k in meta["chunks/checked_v1"] if k.startswith("ledger"))
     picture = meta["chunks/checked_v1"][ledger][PIECES_PICTURE]
     assert picture.startswith("ledger.pdf, page 1:") and picture.count("](data:image/png;base64,") == 2

@@ -1,7 +1,8 @@
 """What a person sees in the Dagster UI after two ingests, in a real browser: a document that
 failed is a failed (red) partition of the stages from its failure on, with its reason; a
 document's failed check stays failed after a later passing run of another document, with its
-failing pages; a partition lists its chunks in full and draws a page other than page 1.
+failing pages; a partition lists its chunks in full and draws a page other than page 1; an
+asset's Overview describes the asset, not the document written last.
 
 The command line ingests (its runs land in the root's DAGSTER_HOME), then ``dagster dev`` on
 the same root serves what they recorded, and chromium reads it.
@@ -143,5 +144,12 @@ def test_a_failed_check_stays_on_its_document_and_its_chunks_and_pages_are_reada
                 images.nth(1).wait_for(timeout=60_000)
                 box = images.nth(1).bounding_box()
                 assert box and box["width"] > 100 and box["height"] > 100
+
+                # the asset's Overview describes the asset, not the document written last
+                _open(page, f"{dev.url}/assets/chunk_map_retrieval?view=overview")
+                about = _wait_text(page, r"each_document")
+                assert "lake/chunks/retrieval/<document id>.parquet" in about
+                assert "where profile = 'retrieval'" in about
+                assert not re.search(r"all_chunks|chunkers_used|FAILED", about), about[-3000:]
             finally:
                 browser.close()

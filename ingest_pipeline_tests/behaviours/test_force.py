@@ -16,9 +16,9 @@ from ingest_pipeline.storage.catalog import query
 from ingest_pipeline_tests.conftest import write
 from ingest_pipeline_tests.dagster_helpers import (
     fresh_pipeline,
-    materializations,
     register,
     run_batch,
+    stories,
     temporary_instance,
 )
 
@@ -48,7 +48,7 @@ def test_a_forced_run_recomputes_and_a_plain_rerun_says_it_skipped(data_dir):
 
     plain = run_batch(pipeline, instance, keys)  # a re-materialization from the UI, no tag
     assert stage_runs(pipeline) == first
-    per_asset = materializations(plain)
+    per_asset = stories(plain)
     assert {"pages", "sources"} <= set(per_asset)
     for asset, partitions in per_asset.items():
         for doc, meta in partitions.items():
@@ -60,9 +60,7 @@ def test_a_forced_run_recomputes_and_a_plain_rerun_says_it_skipped(data_dir):
     assert forced.success
     after = stage_runs(pipeline)
     assert all(run == forced.run_id for stages in after.values() for run in stages.values()), after
-    assert not any(
-        str(m["status"]).startswith("unchanged") for m in materializations(forced)["pages"].values()
-    )
+    assert not any(str(m["status"]).startswith("unchanged") for m in stories(forced)["pages"].values())
 
     # The launchpad's other way: run config for the ingest resource.
     configured = run_batch(

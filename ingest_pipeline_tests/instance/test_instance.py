@@ -110,7 +110,7 @@ def test_old_run_shards_are_closed_beyond_the_kept_number(data_dir):
 
 def _asset_story(instance, run_id):
     """What the UI reads of a run's assets: per asset, its materialized partitions, each
-    partition's latest status line, and the asset record's last run and last partition."""
+    partition's status line (its story), and the asset record's last run and last partition."""
     story = {}
     keys = {
         r.dagster_event.asset_key
@@ -125,8 +125,8 @@ def _asset_story(instance, run_id):
             record.last_run_id == run_id,
             last.dagster_event.partition,
             sorted(
-                str(e.dagster_event.step_materialization_data.materialization.metadata["status"].value)
-                for e in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+                str(e.dagster_event.asset_observation_data.asset_observation.metadata["status"].value)
+                for e in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_OBSERVATION)
                 if e.dagster_event.asset_key == key
             ),
         )
