@@ -201,14 +201,15 @@ def test_the_sensor_under_dagster_dev_follows_the_readme_routes_and_partitions_s
             pipeline, "default", "contracts/locked.pdf"
         )
         answer = dev.graphql(PARTITION_METADATA, {"partition": ids["drafts/mixed.md"]})
-        entries = answer["assetNodes"][0]["latestMaterializationByPartition"][0]["metadataEntries"]
+        entries = answer["assetOrError"]["assetObservations"][0]["metadataEntries"]
         assert {"label": "route", "text": "drafts"} in [
             {"label": e["label"], "text": e.get("text")} for e in entries
         ]
 
 
+# The partition's story: the latest observation of its ``sources`` partition.
 PARTITION_METADATA = """query Meta($partition: String!) {
-  assetNodes(assetKeys: [{path: ["sources"]}]) {
-    latestMaterializationByPartition(partitions: [$partition]) {
+  assetOrError(assetKey: {path: ["sources"]}) { ... on Asset {
+    assetObservations(partitions: [$partition], limit: 1) {
       metadataEntries { label ... on TextMetadataEntry { text } }
-    } } }"""
+    } } } }"""
