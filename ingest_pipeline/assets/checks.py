@@ -154,16 +154,17 @@ def _failure(document: str, stage: Any, reason: Any) -> dict[str, Any]:
 def materialized_with_checks(
     context: AssetExecutionContext,
     outcomes: Sequence[Outcome],
+    stories: Mapping[str, Mapping[str, Any]],
     findings: Mapping[str, Sequence[Finding]] | None = None,
-    stories: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Iterator[Any]:
     """The step's events: its materialization, then each partition's story (``stories``,
-    from ``report_partitions``) as an observation of that partition, then each selected
-    check's result for every document it judged, under that document's partition (in shard
-    mode, under its shard's, the shard's documents' findings joined): ``document_processed``
-    for every outcome, and ``findings`` (document -> the stage's own findings) for each
-    document the step neither failed nor skipped; those checks of a failed or skipped
-    document keep their last result."""
+    ``report_partitions``' of the same outcomes, so one per partition the step covered) as
+    an observation of that partition, then each selected check's result for every document
+    it judged, under that document's partition (in shard mode, under its shard's, the
+    shard's documents' findings joined): ``document_processed`` for every outcome, and
+    ``findings`` (document -> the stage's own findings) for each document the step neither
+    failed nor skipped; those checks of a failed or skipped document keep their last
+    result."""
     yield MaterializeResult()
     partition = partition_of(context)
     judged = {o.document for o in outcomes if o.status not in ("failed", "skipped")}
@@ -171,12 +172,10 @@ def materialized_with_checks(
     for document, processed in processed_findings(outcomes).items():
         own = (findings or {}).get(document, ()) if document in judged else ()
         by_partition.setdefault(partition(document), []).append([*own, *processed])
-    told = list(dict.fromkeys([*by_partition, *(stories or {})]))
-    materialized = _latest_materializations(context, told) if told else {}
-    if stories:
-        _after(materialized.values())
-        for key, metadata in stories.items():
-            yield AssetObservation(asset_key=context.asset_key, partition=key, metadata=dict(metadata))
+    materialized = _latest_materializations(context, list(stories)) if stories else {}
+    _after(materialized.values())
+    for key, metadata in stories.items():
+        yield AssetObservation(asset_key=context.asset_key, partition=key, metadata=dict(metadata))
     selected = context.selected_asset_check_keys
     for output_name, spec in context.assets_def.check_specs_by_output_name.items():
         if spec.key in selected:  # Dagster expects each selected check's output once
@@ -197,6 +196,9 @@ def materialized_with_checks(
             )
 
 
+STAMP_STEP = 0.001  # seconds: the UI compares events' times in whole milliseconds
+
+
 def _after(targets: Iterable[AssetCheckEvaluationTargetMaterializationData | None]) -> None:
     """Wait until the clock has passed every given materialization's millisecond. A
     partition's page shows the observations stamped later than its latest materialization,
@@ -205,6 +207,3 @@ def _after(targets: Iterable[AssetCheckEvaluationTargetMaterializationData | Non
     latest = max((t.timestamp for t in targets if t is not None), default=0.0)
     while time.time() < latest + STAMP_STEP:
         time.sleep(STAMP_STEP)
-
-
-STAMP_STEP = 0.001  # seconds: the UI compares events' times in whole milliseconds

@@ -134,7 +134,7 @@ def build_chunk_asset(
             lambda o: _claim_metadata(st, settings, active_info, metas.get(o.document, {}), o),
         )
         findings = {doc: claim_findings({doc: metas[doc]}, check_names) for doc in keys}
-        yield from materialized_with_checks(context, outcomes, findings, stories)
+        yield from materialized_with_checks(context, outcomes, stories, findings)
 
     return _chunks
 

@@ -269,14 +269,14 @@ EACH_DOCUMENT = (
 )
 
 
-def about_asset(files: str, query: str = "", **more: str) -> dict[str, MetadataValue]:
+def about_asset(files: str, query: str = "", search: str = "") -> dict[str, MetadataValue]:
     """An asset's definition metadata, which its Overview shows: where its output lands, a
-    query over every document's (DuckDB SQL through the command line), and where one
-    document's own story is."""
+    query over every document's rows (DuckDB SQL through the command line) or a search of
+    them, and where one document's own story is."""
     return {
         "files": MetadataValue.text(files),
         **({"query": MetadataValue.text(f'ingest-pipeline query "{query}"')} if query else {}),
-        **{key: MetadataValue.text(value) for key, value in more.items()},
+        **({"search": MetadataValue.text(search)} if search else {}),
         "each_document": MetadataValue.text(EACH_DOCUMENT),
     }
 

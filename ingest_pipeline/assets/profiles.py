@@ -188,7 +188,7 @@ def chunk_map_asset(registry: ChunkerRegistry, profile: Profile, model: Embedder
             started,
             lambda o: _chunk_map_metadata(st, settings, profile, rows_by_doc, o, budgeted, flagged),
         )
-        yield from materialized_with_checks(context, outcomes, findings, stories)
+        yield from materialized_with_checks(context, outcomes, stories, findings)
 
     return _chunk_map
 
@@ -284,7 +284,7 @@ def embeddings_asset(profile: Profile, model: Embedder):
         stories = report_partitions(
             context, outcomes, started, lambda o: {"embedder": model.ref, "model": model.model_id}
         )
-        yield from materialized_with_checks(context, outcomes, stories=stories)
+        yield from materialized_with_checks(context, outcomes, stories)
 
     return _embeddings
 
@@ -351,7 +351,7 @@ def lancedb_asset(profile: Profile, model: Embedder):
         }
         stories = report_partitions(context, outcomes, started, rows_of)
         findings = {doc: [found] for doc, found in by_document(finding, keys).items()}
-        yield from materialized_with_checks(context, outcomes, findings, stories)
+        yield from materialized_with_checks(context, outcomes, stories, findings)
 
     return _lancedb
 

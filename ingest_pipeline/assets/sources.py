@@ -53,7 +53,7 @@ def sources(context: AssetExecutionContext, ingest: IngestResource, store: Store
         ),
     )
     stories = report_partitions(context, outcomes, started)
-    yield from materialized_with_checks(context, outcomes, stories=stories)
+    yield from materialized_with_checks(context, outcomes, stories)
 
 
 @asset(
@@ -107,4 +107,4 @@ def pages(
 
     outcomes = for_each_document(context, keys, read, threads=len(workers))
     stories = report_partitions(context, outcomes, started)
-    yield from materialized_with_checks(context, outcomes, stories=stories)
+    yield from materialized_with_checks(context, outcomes, stories)

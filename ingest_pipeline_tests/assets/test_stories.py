@@ -3,11 +3,26 @@ each partition's story is an observation the partition's page shows (stamped aft
 materialization, to the millisecond the UI compares), the materializations carry no
 document's figures, and every per-document asset's definition says what it is."""
 
+import pytest
 from dagster import DagsterEventType
 
 from ingest_pipeline.definitions import build_definitions
+from ingest_pipeline.samples import write_samples
 from ingest_pipeline.storage.catalog import query
 from ingest_pipeline_tests.dagster_helpers import fresh_pipeline, register, run_batch, temporary_instance
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    """One run of the asset graph over the samples, which both tests read."""
+    data = tmp_path_factory.mktemp("stories") / "data"
+    (data / "sources").mkdir(parents=True)
+    write_samples(str(data / "sources"))
+    pipeline = fresh_pipeline(data)
+    instance = temporary_instance(data)
+    result = run_batch(pipeline, instance, register(pipeline, instance))
+    assert result.success
+    return pipeline, instance, result
 
 
 def _stamps(instance, run_id: str, kind: DagsterEventType) -> dict[tuple[str, str], list[int]]:
@@ -21,15 +36,8 @@ def _stamps(instance, run_id: str, kind: DagsterEventType) -> dict[tuple[str, st
     return found
 
 
-def test_each_partition_tells_its_story_after_its_materialization_which_carries_none(
-    data_dir, sample_sources
-):
-    pipeline = fresh_pipeline(data_dir)
-    instance = temporary_instance(data_dir)
-    keys = register(pipeline, instance)
-    result = run_batch(pipeline, instance, keys)
-    assert result.success
-
+def test_each_partition_tells_its_story_after_its_materialization_which_carries_none(ran):
+    _, instance, result = ran
     materialized = _stamps(instance, result.run_id, DagsterEventType.ASSET_MATERIALIZATION)
     told = _stamps(instance, result.run_id, DagsterEventType.ASSET_OBSERVATION)
     assert {"sources", "pages", "chunk_map_retrieval", "lancedb_retrieval"} <= {a for a, _ in told}
@@ -43,10 +51,8 @@ def test_each_partition_tells_its_story_after_its_materialization_which_carries_
             assert not materialization.metadata, materialization.asset_key
 
 
-def test_every_per_document_asset_describes_itself_and_its_query_runs(data_dir, sample_sources):
-    pipeline = fresh_pipeline(data_dir)
-    instance = temporary_instance(data_dir)
-    assert run_batch(pipeline, instance, register(pipeline, instance)).success
+def test_every_per_document_asset_describes_itself_and_its_query_runs(ran):
+    pipeline = ran[0]
     specs = build_definitions(pipeline.settings, pipeline.resources).resolve_all_asset_specs()
     per_document = [s for s in specs if s.partitions_def is not None]
     assert {"sources", "pages", "chunk_map_retrieval", "lancedb_retrieval"} <= {
